@@ -1,0 +1,166 @@
+"""The one engine behind the CLI, the TUI and the library: paths -> events -> job -> findings -> report."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import __version__
+from .discover import InputError, InputFile, discover
+from .events import Event, Skipped
+from .findings import Finding, Severity
+from .model import JobModel, build_job
+from .scanner import FileScan, Scanner
+
+SCHEMA_VERSION = 1
+#: Below this many bytes a process pool costs more than it saves.
+PARALLEL_MIN_BYTES = 32 << 20
+
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass(slots=True)
+class Report:
+    """Everything one analysis found. ``to_dict()`` is the JSON contract (schema_version 1)."""
+
+    job: JobModel
+    findings: list[Finding]
+    verdict: dict[str, Any] | None
+    last_rank_to_report: dict[str, Any] | None
+    inputs: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def exit_status(self) -> int:
+        return 1 if any(f.severity.level >= Severity.WARNING.level for f in self.findings) else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        from .report.jsonout import report_dict
+
+        return report_dict(self)
+
+
+_SCANNER: Scanner | None = None
+
+
+def _scanner(engine: str | None = None) -> Scanner:
+    global _SCANNER
+    if _SCANNER is None or (engine and _SCANNER.prefilter.engine != engine):
+        _SCANNER = Scanner(engine=engine)
+    return _SCANNER
+
+
+def _scan_batch(files: list[InputFile], engine: str | None = None) -> list[FileScan]:
+    sc = _scanner(engine)
+    return [sc.scan(f) for f in files]
+
+
+def scan_files(files: list[InputFile], jobs: int | None = None, progress: Progress | None = None,
+               engine: str | None = None) -> list[FileScan]:
+    """Scan files, in parallel processes when the input is large; order of results = order of files."""
+    total = sum(f.size for f in files)
+    jobs = jobs or os.cpu_count() or 1
+    if jobs <= 1 or total < PARALLEL_MIN_BYTES or len(files) < 2 or any(f.real == "-" for f in files):
+        out = []
+        sc = _scanner(engine)
+        for i, f in enumerate(files):
+            out.append(sc.scan(f))
+            if progress:
+                progress(i + 1, len(files), f.path)
+        return out
+    # Batches balanced by bytes, several per worker so progress moves and stragglers even out.
+    nb = min(len(files), jobs * 8)
+    batches: list[list[int]] = [[] for _ in range(nb)]
+    sizes = [0] * nb
+    for i in sorted(range(len(files)), key=lambda i: -files[i].size):
+        j = sizes.index(min(sizes))
+        batches[j].append(i)
+        sizes[j] += files[i].size
+    results: list[FileScan | None] = [None] * len(files)
+    done = 0
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futs = [(b, pool.submit(_scan_batch, [files[i] for i in b], engine)) for b in batches if b]
+        for b, fut in futs:
+            for i, scan in zip(b, fut.result(), strict=True):
+                results[i] = scan
+            done += len(b)
+            if progress:
+                progress(done, len(files), files[b[-1]].path)
+    return [r for r in results if r is not None]
+
+
+def analyze(paths: Iterable[str] | str, *, select: Iterable[str] | None = None, ignore: Iterable[str] | None = None,
+            min_severity: Severity | str = Severity.INFO, jobs: int | None = None,
+            progress: Progress | None = None, engine: str | None = None) -> Report:
+    """Analyse log files/folders/globs (``-`` = stdin) and return a Report.
+
+    Raises InputError when nothing analysable was found (the CLI turns it into exit status 2).
+    """
+    if isinstance(paths, str):
+        paths = [paths]
+    files, skipped = discover(list(paths))
+    dump_events, files, dump_skipped = _flight_recorder(files)
+    scans = scan_files(files, jobs=jobs, progress=progress, engine=engine)
+    return analyze_scans(scans, skipped + dump_skipped, select=select, ignore=ignore, min_severity=min_severity,
+                         extra_events=dump_events)
+
+
+def _flight_recorder(files: list[InputFile]) -> tuple[list[Event], list[InputFile], list[Skipped]]:
+    """Flight-recorder dumps among the inputs become events; the rest are logs to scan."""
+    try:
+        from .flightrec import split_dumps
+    except ImportError:
+        return [], files, []
+    return split_dumps(files)
+
+
+def analyze_scans(scans: list[FileScan], skipped: list[Skipped], *, select=None, ignore=None,
+                  min_severity: Severity | str = Severity.INFO, extra_events: list[Event] | None = None) -> Report:
+    from . import rules
+    from .verdict import decide
+
+    skipped = list(skipped)
+    read = []
+    for s in scans:
+        if s.skipped:
+            skipped.append(Skipped(s.path, s.skipped))
+        else:
+            read.append(s)
+            if s.issue:
+                skipped.append(Skipped(s.path, f"partly read: {s.issue}"))
+    if not read and not extra_events:
+        reasons = "; ".join(f"{s.path}: {s.reason}" for s in skipped[:3]) or "no files found"
+        raise InputError(f"nothing to analyse ({reasons})")
+    events = [e for s in read for e in s.events] + list(extra_events or [])
+    job = build_job(events, read)
+    findings, notes = rules.run(job, select=select, ignore=ignore, min_severity=min_severity)
+    verdict, last = decide(job, findings)
+    inputs = {
+        "files": len(read),
+        "lines": sum(s.lines for s in read),
+        "bytes": sum(s.bytes for s in read),
+        "unparsed_lines": sum(s.unparsed for s in read),
+        "skipped": [k.to_dict() for k in skipped],
+    }
+    return Report(job=job, findings=findings, verdict=verdict, last_rank_to_report=last, inputs=inputs, notes=notes)
+
+
+def version() -> str:
+    return __version__
+
+
+def _stderr_progress() -> Progress | None:
+    if not sys.stderr.isatty():
+        return None
+
+    def show(done: int, total: int, path: str) -> None:
+        sys.stderr.write(f"\rreading {done}/{total} files ")
+        if done == total:
+            sys.stderr.write("\r" + " " * 40 + "\r")
+        sys.stderr.flush()
+
+    return show

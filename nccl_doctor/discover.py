@@ -1,0 +1,101 @@
+"""Turn the user's paths (files, folders, globs, ``-``) into the list of inputs to read.
+
+Folders are walked recursively; symlinked folders are followed once (no loops); the same file
+reached twice is read once. What is not read is reported with a reason, never dropped silently.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import stat
+from dataclasses import dataclass
+
+from .events import Skipped
+
+#: Files that are never logs. Flight-recorder dumps are read by their own reader.
+_NOT_LOG_SUFFIXES = (".json", ".png", ".jpg", ".jpeg", ".gif", ".pdf", ".html", ".svg", ".pt", ".pth",
+                     ".safetensors", ".so", ".whl", ".zip", ".tar", ".npy", ".npz", ".pyc", ".pickle", ".pkl")
+_GLOB_CHARS = set("*?[")
+
+
+@dataclass(frozen=True, slots=True)
+class InputFile:
+    """One input: ``path`` is what the report shows, ``real`` what is opened (``-`` = stdin)."""
+
+    path: str
+    real: str
+    size: int
+
+
+class InputError(Exception):
+    """Nothing analysable was given (exit status 2, one-line message)."""
+
+
+def discover(paths: list[str]) -> tuple[list[InputFile], list[Skipped]]:
+    files: list[InputFile] = []
+    skipped: list[Skipped] = []
+    seen: set[tuple[int, int]] = set()
+    walked: set[str] = set()
+    if not paths:
+        raise InputError("no input paths given")
+
+    def add_file(display: str) -> None:
+        try:
+            st = os.stat(display)
+        except OSError as exc:
+            skipped.append(Skipped(display, f"cannot stat: {exc.strerror or exc}"))
+            return
+        if not stat.S_ISREG(st.st_mode):
+            skipped.append(Skipped(display, "not a regular file"))
+            return
+        key = (st.st_dev, st.st_ino)
+        if key in seen:
+            return  # the same file reached twice (symlink, overlapping arguments): read once
+        seen.add(key)
+        if display.lower().endswith(_NOT_LOG_SUFFIXES):
+            skipped.append(Skipped(display, "not a log file (by its extension)"))
+            return
+        if not os.access(display, os.R_OK):
+            skipped.append(Skipped(display, "permission denied"))
+            return
+        files.append(InputFile(display, display, st.st_size))
+
+    def walk(top: str) -> None:
+        real = os.path.realpath(top)
+        if real in walked:
+            return
+        walked.add(real)
+        try:
+            entries = sorted(os.scandir(top), key=lambda e: e.name)
+        except OSError as exc:
+            skipped.append(Skipped(top, f"cannot list folder: {exc.strerror or exc}"))
+            return
+        for entry in entries:
+            if entry.name.startswith(".") and entry.is_dir(follow_symlinks=False):
+                continue  # .git, .cache: never logs
+            try:
+                is_dir = entry.is_dir(follow_symlinks=True)
+            except OSError:
+                is_dir = False
+            if is_dir:
+                walk(entry.path)
+            else:
+                add_file(entry.path)
+
+    for p in paths:
+        if p == "-":
+            files.append(InputFile("<stdin>", "-", 0))
+        elif os.path.isdir(p):
+            walk(p)
+        elif os.path.lexists(p):
+            add_file(p)
+        elif _GLOB_CHARS & set(p):
+            matches = sorted(glob.glob(p, recursive=True))
+            if not matches:
+                skipped.append(Skipped(p, "glob matched nothing"))
+            for m in matches:
+                walk(m) if os.path.isdir(m) else add_file(m)
+        else:
+            skipped.append(Skipped(p, "no such file or folder"))
+    return files, skipped

@@ -1,0 +1,80 @@
+"""Findings: what a rule concludes, with its evidence (file:line + text) and the exact fix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from .events import MAX_TEXT, Event
+
+
+class Severity(str, Enum):
+    """``error`` explains a failure, ``warning`` is a latent trap, ``info`` is context."""
+
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+    @property
+    def level(self) -> int:
+        return {"info": 0, "warning": 1, "error": 2}[self.value]
+
+    @classmethod
+    def parse(cls, value: str | Severity) -> Severity:
+        if isinstance(value, Severity):
+            return value
+        try:
+            return cls(str(value).lower())
+        except ValueError:
+            raise ValueError(f"unknown severity {value!r} (use info, warning or error)") from None
+
+
+@dataclass(slots=True, frozen=True)
+class Evidence:
+    file: str
+    line: int
+    rank: int | None
+    text: str
+
+    @classmethod
+    def of(cls, ev: Event) -> Evidence:
+        return cls(ev.file, ev.line, ev.rank, ev.text[:MAX_TEXT])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "rank": self.rank, "text": self.text}
+
+
+@dataclass(slots=True)
+class Finding:
+    rule: str
+    title: str
+    severity: Severity
+    confidence: str  # high | medium | low
+    summary: str
+    ranks: list[int] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)
+    evidence: list[Evidence] = field(default_factory=list)
+    remedy: str = ""
+    references: list[str] = field(default_factory=list)
+    #: Causal order hint for the verdict: time or position of the first evidence (smaller = earlier).
+    first_seen: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "title": self.title,
+            "severity": self.severity.value,
+            "confidence": self.confidence,
+            "summary": self.summary,
+            "ranks": sorted(set(self.ranks)),
+            "hosts": sorted(set(self.hosts)),
+            "evidence": [e.to_dict() for e in self.evidence],
+            "remedy": self.remedy,
+            "references": list(self.references),
+        }
+
+    @property
+    def key(self) -> tuple:
+        """Identity for de-duplication and for 'new or changed' in incremental mode."""
+        return (self.rule, tuple(sorted(set(self.ranks))), tuple(sorted(set(self.hosts))))

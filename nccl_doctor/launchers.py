@@ -1,0 +1,126 @@
+"""Launcher prefixes: recognise and strip them, keeping what they tell (rank, host, pid, time).
+
+The prefixes are data (``parsers/launchers.toml``). Unambiguous ones (``[rank3]:``, ``[1,3]<stdout>:``,
+kubectl timestamps) are stripped everywhere; ambiguous ones (``srun --label``'s ``3: ``, pdsh's
+``host: ``) look like application text (an app's own ``0: INFO``), so they are applied only in files
+where most lines carry them.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from .resources import parsers_dir
+
+_RAY_RANK = re.compile(r"\[rank=(\d{1,7})\]")
+#: Words that end with ": " at a line start but are not hosts (pdsh detection must ignore them).
+_NOT_HOSTS = {"INFO", "WARNING", "ERROR", "DEBUG", "CRITICAL", "srun", "slurmstepd", "wandb", "Traceback",
+              "RuntimeError", "Exception", "warnings", "NOTE", "Note", "usage", "error", "warning"}
+_MIN_SHARE = {"srun_label": 0.9, "pdsh_host": 0.8, "mpich_rank": 0.9}
+#: An unlabelled NCCL line proves that the stream is not labelled by the launcher.
+_BARE_NCCL = re.compile(r"^[\w.-]{1,253}:\d{1,10}:\d{1,10} \[\d{1,4}\] (?:NCCL )?(?:INFO|WARN)")
+
+
+@dataclass(frozen=True, slots=True)
+class Launcher:
+    name: str
+    regex: re.Pattern[str]
+    ambiguous: bool
+    samples: tuple[dict, ...]
+
+
+@lru_cache(maxsize=4)
+def load_launchers(directory: str | None = None) -> tuple[Launcher, ...]:
+    path = Path(directory or parsers_dir()) / "launchers.toml"
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    out = []
+    for item in data.get("launcher", []):
+        out.append(Launcher(item["name"], re.compile(item["regex"]), bool(item.get("ambiguous", False)),
+                            tuple(item.get("samples", ()))))
+    return tuple(out)
+
+
+class LauncherStripper:
+    """Strips prefixes from records of one file; ``modes`` are the ambiguous launchers enabled there."""
+
+    def __init__(self, modes: frozenset[str] = frozenset(), launchers: tuple[Launcher, ...] | None = None):
+        all_l = launchers or load_launchers()
+        self.modes = modes
+        self.active = tuple(lc for lc in all_l if not lc.ambiguous or lc.name in modes)
+
+    def strip(self, text: str) -> tuple[dict, str]:
+        """Return (fields, rest). Fields: rank, local_rank, host, pid, ts, launcher names applied."""
+        fields: dict = {}
+        rest = text
+        for _ in range(8):  # bounded: at most a few nested prefixes exist in practice
+            for lc in self.active:
+                m = lc.regex.match(rest)
+                if m is None or m.end() == 0:
+                    continue
+                tag = m.group(0)
+                rest = rest[m.end():]
+                self._merge(lc, m, fields)
+                if lc.name == "openmpi_tag" and tag in rest:
+                    # Open MPI injects its tag mid-record where stderr writes were split.
+                    rest = rest.replace(tag, "")
+                break
+            else:
+                break
+        return fields, rest
+
+    @staticmethod
+    def _merge(lc: Launcher, m: re.Match[str], fields: dict) -> None:
+        g = m.groupdict()
+        fields.setdefault("launchers", []).append(lc.name)
+        if g.get("ts"):
+            fields.setdefault("ts", g["ts"])
+        if g.get("rank") is not None:
+            # The innermost global rank wins ([rank12]: inside srun's label), so assign, don't setdefault.
+            fields["rank"] = int(g["rank"])
+        if g.get("local_rank") is not None:
+            fields["local_rank"] = int(g["local_rank"])
+        if g.get("host"):
+            fields.setdefault("host", g["host"])
+        if g.get("pod"):
+            fields.setdefault("pod", g["pod"])
+        if g.get("pid"):
+            fields.setdefault("pid", int(g["pid"]))
+        if lc.name == "ray_actor":
+            r = _RAY_RANK.search(g.get("actor") or "")
+            if r:
+                fields["rank"] = int(r.group(1))
+
+
+def detect_modes(sample_lines: list[str], launchers: tuple[Launcher, ...] | None = None) -> frozenset[str]:
+    """Which ambiguous launchers apply to a file, judged on its first non-blank lines."""
+    lines = [ln for ln in sample_lines if ln.strip()][:400]
+    if len(lines) < 3:
+        return frozenset()
+    all_l = launchers or load_launchers()
+    base = LauncherStripper(frozenset(), all_l)
+    stripped = [base.strip(ln)[1] for ln in lines]
+    modes: set[str] = set()
+    if any(_BARE_NCCL.match(ln) for ln in stripped):
+        return frozenset()
+    for lc in all_l:
+        if not lc.ambiguous:
+            continue
+        hits = 0
+        values: set[str] = set()
+        for ln in stripped:
+            m = lc.regex.match(ln)
+            if m:
+                val = m.group(1) or ""
+                if lc.name == "pdsh_host" and val in _NOT_HOSTS:
+                    continue
+                hits += 1
+                values.add(val)
+        if hits >= _MIN_SHARE[lc.name] * len(stripped) and (lc.name != "pdsh_host" or len(values) <= max(1, hits // 3)):
+            modes.add(lc.name)
+    if "srun_label" in modes:
+        modes.discard("pdsh_host")
+    return frozenset(modes)

@@ -1,0 +1,275 @@
+"""The job model: every process with its rank, progress, versions, network and errors.
+
+Built once from the events of all files; rules read it and never touch files. Progress is kept
+per process group: SeqNums compare only within one PG.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..events import Event, LastLine
+from .identity import Proc, build_processes
+
+#: Init stages in the order NCCL reaches them.
+STAGES = ("none", "started", "bootstrap", "init_start", "topology", "connected", "init_complete",
+          "running", "finished")
+_STAGE_OF = {
+    "nccl_version": "started", "nccl_env": "started",
+    "nccl_bootstrap": "bootstrap", "nccl_net_socket": "bootstrap", "nccl_net_ib": "bootstrap",
+    "nccl_net_iface": "bootstrap", "nccl_using_net": "bootstrap", "nccl_ib_none": "bootstrap",
+    "nccl_topo": "topology", "nccl_trees": "topology", "nccl_channel_net": "topology",
+    "nccl_connected": "connected",
+    "train_step": "running", "torch_work_update": "running",
+}
+ERROR_KINDS = frozenset({
+    "python_exception", "cpp_terminate", "cuda_error", "cuda_oom", "signal", "xid", "oom_killer",
+    "nccl_cuda_fail", "nccl_shm", "nccl_alloc_fail", "nccl_dup_gpu", "nccl_ib_cqe", "nccl_sock_closed",
+    "nccl_connect_err", "nccl_ofi_error", "torch_nccl_error", "torch_nccl_err_kind", "nccl_warn",
+    "nccl_socket_err", "nccl_no_iface", "nccl_version_mismatch", "torch_wd_exception",
+})
+TIMEOUT_KINDS = frozenset({"torch_wd_timeout", "torch_wd_status", "torch_heartbeat_timeout",
+                           "torch_watchdog_stuck", "torch_monitor_timeout"})
+
+
+def stage_index(stage: str) -> int:
+    return STAGES.index(stage) if stage in STAGES else 0
+
+
+def pg_key(ev: Event) -> str:
+    """A process-group name comparable across ranks: PG GUID, else PG id, else 'default'."""
+    f = ev.fields
+    guid = f.get("pg_guid")
+    if guid not in (None, ""):
+        return "default" if str(guid) in ("0", "default_pg") else str(guid)
+    pid = f.get("pg_id")
+    if pid not in (None, ""):
+        return "default" if str(pid) == "0" else f"pg{pid}"
+    return "default"
+
+
+@dataclass(slots=True)
+class RankState:
+    rank: int | None
+    host: str | None
+    pid: int | None
+    cuda_dev: int | None
+    local_rank: int | None
+    rank_source: str | None
+    files: list[str]
+    events: list[Event]
+    stage: str = "none"
+    last_line: LastLine | None = None
+    last_seq: dict[str, int] = field(default_factory=dict)  # pg -> SeqNum it timed out in / reported
+    enqueued: dict[str, int] = field(default_factory=dict)
+    completed: dict[str, int] = field(default_factory=dict)
+    timeouts: list[Event] = field(default_factory=list)
+    errors: list[Event] = field(default_factory=list)
+    last_step: int | None = None
+    versions: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    net: dict[str, Any] = field(default_factory=dict)
+    status: str = "ok"
+
+    @property
+    def label(self) -> str:
+        who = f"rank {self.rank}" if self.rank is not None else "rank ?"
+        bits = [b for b in (self.host, f"pid {self.pid}" if self.pid is not None else None,
+                            f"cuda {self.cuda_dev}" if self.cuda_dev is not None else None) if b]
+        return f"{who} ({', '.join(bits)})" if bits else who
+
+    def of_kind(self, *kinds: str) -> list[Event]:
+        return [e for e in self.events if e.kind in kinds]
+
+
+@dataclass(slots=True)
+class JobModel:
+    ranks: list[RankState]
+    events: list[Event]
+    ranks_expected: int | None
+    hosts: list[str]
+    files: list[str]
+    last_lines: dict[str, dict]
+
+    def by_kind(self, *kinds: str) -> list[Event]:
+        return [e for e in self.events if e.kind in kinds]
+
+    def rank_of(self, ev: Event) -> RankState | None:
+        return self._index.get(id(ev)) if hasattr(self, "_index") else None
+
+    @property
+    def ranks_seen(self) -> int:
+        known = {r.rank for r in self.ranks if r.rank is not None}
+        return len(known) if known else len(self.ranks)
+
+    def known_ranks(self) -> dict[int, RankState]:
+        out: dict[int, RankState] = {}
+        for r in self.ranks:
+            if r.rank is not None and (r.rank not in out or len(r.events) > len(out[r.rank].events)):
+                out[r.rank] = r
+        return out
+
+    def missing_ranks(self) -> list[int]:
+        if not self.ranks_expected:
+            return []
+        seen = {r.rank for r in self.ranks if r.rank is not None}
+        if not seen:
+            return []
+        return [r for r in range(self.ranks_expected) if r not in seen]
+
+    def versions(self, what: str) -> list[str]:
+        return sorted({r.versions[what] for r in self.ranks if what in r.versions})
+
+
+def world_size(events: list[Event]) -> int | None:
+    """The job's world size from the strongest evidence available."""
+    sizes: list[int] = []
+    for e in events:
+        k = e.kind
+        if k in ("nccl_init", "nccl_topo") and isinstance(e.get("nranks"), int):
+            sizes.append(e.get("nranks"))
+        elif k == "torch_pg_options" and isinstance(e.get("size"), int):
+            sizes.append(e.get("size"))
+        elif k == "ds_mpi" and isinstance(e.get("world_size"), int):
+            sizes.append(e.get("world_size"))
+        elif k == "elastic_rdzv":
+            w = e.get("global_world_sizes")
+            if isinstance(w, str) and w.strip("[] "):
+                try:
+                    sizes.append(int(w.strip("[] ").split(",")[0]))
+                except ValueError:
+                    pass
+    sizes = [s for s in sizes if 0 < s < 10_000_000]
+    return max(sizes) if sizes else None
+
+
+def build_job(events: list[Event], scans: list) -> JobModel:
+    world = world_size(events)
+    procs = build_processes(events, world)
+    last_by_file = {s.path: s.last_lines for s in scans}
+    ranks = [_rank_state(p, last_by_file) for p in procs]
+    ranks.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.host or "", r.pid or 0))
+    hosts = sorted({r.host for r in ranks if r.host} | {e.host for e in events if e.host and e.kind.startswith("nccl")})
+    job = JobModel(ranks=ranks, events=sorted(events, key=lambda e: (e.file, e.line)), ranks_expected=world,
+                   hosts=hosts, files=[s.path for s in scans], last_lines=last_by_file)
+    job._index = {id(e): r for r in ranks for e in r.events}  # type: ignore[attr-defined]
+    for r in ranks:
+        for e in r.events:
+            if e.rank is None and r.rank is not None:
+                e.rank = r.rank
+    return job
+
+
+def _rank_state(p: Proc, last_by_file: dict[str, dict]) -> RankState:
+    evs = sorted(p.events, key=lambda e: (e.file, e.line))
+    st = RankState(rank=p.rank, host=p.host, pid=p.pid, cuda_dev=p.cuda_dev, local_rank=p.local_rank,
+                   rank_source=p.rank_source, files=sorted(p.files), events=evs)
+    best = 0
+    for e in evs:
+        k = e.kind
+        s = _STAGE_OF.get(k)
+        if k == "nccl_init":
+            what, phase = e.get("what"), e.get("phase")
+            if what == "Init" and phase == "START":
+                s = "init_start"
+            elif what == "Init" and phase in ("COMPLETE", None):
+                s = "init_complete"
+            elif what in ("Destroy", "Abort") and phase == "COMPLETE":
+                s = "finished" if what == "Destroy" else None
+        if k in ("torch_wd_timeout", "torch_wd_status", "torch_exception_hit") or k in ERROR_KINDS:
+            s = s or None
+        if s is not None and stage_index(s) > best:
+            best = stage_index(s)
+        _progress(st, e)
+    st.stage = STAGES[best]
+    st.last_line = _last_line(p, last_by_file)
+    return st
+
+
+def _progress(st: RankState, e: Event) -> None:
+    k = e.kind
+    f = e.fields
+    if k == "torch_wd_timeout":
+        st.timeouts.append(e)
+        if f.get("seq") is not None:
+            st.last_seq[pg_key(e)] = f["seq"]
+    elif k in ("torch_wd_status", "torch_work_update"):
+        pg = pg_key(e)
+        if k == "torch_wd_status":
+            st.timeouts.append(e)
+            if f.get("seq") is not None:
+                st.last_seq.setdefault(pg, f["seq"])
+        if f.get("enqueued") is not None:
+            st.enqueued[pg] = f["enqueued"]
+        if f.get("completed") is not None:
+            st.completed[pg] = f["completed"]
+    elif k in TIMEOUT_KINDS:
+        st.timeouts.append(e)
+    if k in ERROR_KINDS:
+        st.errors.append(e)
+    elif k == "train_step" and isinstance(f.get("step"), int):
+        st.last_step = f["step"]
+    elif k == "nccl_version" and f.get("version"):
+        st.versions.setdefault("nccl", str(f["version"]))
+        if f.get("cuda"):
+            st.versions.setdefault("nccl_cuda", str(f["cuda"]))
+    elif k == "torch_version" and f.get("version"):
+        st.versions.setdefault("torch", str(f["version"]))
+    elif k == "torch_nccl_error" and f.get("version"):
+        st.versions.setdefault("nccl", str(f["version"]))
+    elif k == "nccl_env" and f.get("var"):
+        st.env[str(f["var"])] = str(f.get("val", ""))
+    elif k in ("nccl_bootstrap", "nccl_net_socket", "nccl_net_iface") and f.get("iface"):
+        st.net.setdefault("iface", f["iface"])
+        if f.get("addr"):
+            st.net.setdefault("addr", f["addr"])
+    elif k == "nccl_net_ib":
+        st.net["ib"] = f.get("devs")
+        if f.get("oob_iface"):
+            st.net.setdefault("iface", f["oob_iface"])
+            st.net.setdefault("addr", f.get("oob_addr"))
+    elif k == "nccl_using_net" and f.get("net"):
+        st.net["net"] = f["net"]
+    elif k == "nccl_ib_none":
+        st.net["ib_none"] = True
+
+
+def _last_line(p: Proc, last_by_file: dict[str, dict]) -> LastLine | None:
+    cands: list[LastLine] = []
+    for fpath in p.files:
+        ll = last_by_file.get(fpath) or {}
+        keys = []
+        if p.host is not None and p.pid is not None:
+            keys.append(("proc", p.host, p.pid))
+        if p.rank is not None:
+            keys.append(("rank", p.rank))
+        if p.local_rank is not None:
+            keys.append(("local_rank", p.local_rank))
+        hit = next((ll[k] for k in keys if k in ll), None)
+        if hit is None and len({e.pid for e in p.events if e.file == fpath}) <= 1 and _single_writer(p, fpath, ll):
+            hit = ll.get(None)
+        if hit is not None:
+            cands.append(hit)
+    if not cands:
+        ev = max(p.events, key=lambda e: (e.ts or 0, e.line), default=None)
+        return LastLine(ev.file, ev.line, ev.text, ev.ts) if ev else None
+    return max(cands, key=lambda c: (c.ts or 0, c.line))
+
+
+def _single_writer(p: Proc, fpath: str, ll: dict) -> bool:
+    """A file's overall last line belongs to this process only if no other writer is in the file."""
+    writers = [k for k in ll if k is not None and k[0] in ("proc", "rank")]
+    return len(writers) <= 1
+
+
+def count_by_status(ranks: list[RankState]) -> dict[str, int]:
+    return dict(Counter(r.status for r in ranks))
+
+
+def group_by_host(ranks: list[RankState]) -> dict[str, list[RankState]]:
+    out: dict[str, list[RankState]] = defaultdict(list)
+    for r in ranks:
+        out[r.host or "?"].append(r)
+    return out

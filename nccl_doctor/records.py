@@ -1,0 +1,120 @@
+"""From physical lines to records: split glued records, join known multi-line blocks.
+
+* Glued: several records on one physical line (tqdm's ``\\r``; an NCCL prefix or a torch
+  ``[rankN]:[E`` found mid-line because two processes wrote to one stream).
+* Blocks: the torchrun rendezvous ``Result:`` block, ChildFailedError entries, Horovod stall lists
+  and hard-wrapped records are joined into one record so that one pattern can read them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+#: Where a second record starts inside a line. Bounded repetitions keep it linear on hostile text.
+_GLUE = re.compile(r"\[rank\d{1,7}\]:\[[IWEF]|(?<![\w.:-])[\w.-]{1,120}:\d{1,10}:\d{1,10} \[\d{1,4}\] NCCL (?:INFO|WARN) ")
+
+
+def split_glued(text: str) -> list[str]:
+    """Split one cleaned physical line into records (``\\r`` and mid-line record starts)."""
+    parts = text.split("\r") if "\r" in text else [text]
+    out: list[str] = []
+    for part in parts:
+        if "NCCL " not in part and "[rank" not in part:
+            if part.strip():
+                out.append(part)
+            continue
+        cuts = [m.start() for m in _GLUE.finditer(part) if m.start() > 0]
+        start = 0
+        for c in cuts:
+            if part[start:c].strip():
+                out.append(part[start:c])
+            start = c
+        if part[start:].strip():
+            out.append(part[start:])
+    return out
+
+
+# ---- multi-line blocks -------------------------------------------------------------------------
+
+_KV = re.compile(r"^\s+(\w{1,40})=(.{0,2000})$")
+_CFE_IDX = re.compile(r"^\s{0,4}\[(\d{1,7})\]:\s*$")
+_CFE_FIELD = re.compile(r"^\s+(time|host|rank|exitcode|error_file|traceback)\s*:\s?(.{0,2000})$")
+_STALL_RANK = re.compile(r"^\s{0,8}\d{1,7}!?: \[")
+_CFE_ROOT = "Root Cause (first observed failure):"
+_CFE_FAIL = "Failures:"
+
+NextLine = Callable[[], "str | None"]
+
+
+def join_block(record: str, next_line: NextLine, peek_line: NextLine) -> list[str] | None:
+    """If ``record`` heads a known block, consume its continuation lines and return the records.
+
+    ``peek_line`` returns the following line (launcher prefix stripped) without consuming it;
+    ``next_line`` consumes it. Returns None when the record is not a block header.
+    """
+    stripped = record.strip()
+    if stripped.endswith("Result:") and "Rendezvous complete" in record:
+        parts = [stripped]
+        for _ in range(40):
+            nxt = peek_line()
+            if nxt is None or not _KV.match(nxt):
+                break
+            next_line()
+            parts.append(nxt.strip())
+        return [" ".join(parts)]
+    if stripped in (_CFE_ROOT, _CFE_FAIL):
+        return _join_cfe(stripped, next_line, peek_line)
+    if stripped.endswith(("Stalled ranks:", "Missing ranks:")):
+        out = []
+        for _ in range(10000):
+            nxt = peek_line()
+            if nxt is None or not _STALL_RANK.match(nxt):
+                break
+            next_line()
+            out.append(f"{stripped} {nxt.strip()}")
+        return out or [stripped]
+    return None
+
+
+def _join_cfe(header: str, next_line: NextLine, peek_line: NextLine) -> list[str]:
+    out: list[str] = []
+    current: list[str] | None = None
+    for _ in range(100000):
+        nxt = peek_line()
+        if nxt is None:
+            break
+        if _CFE_IDX.match(nxt):
+            if current:
+                out.append(" ".join(current))
+            current = [nxt.strip()]
+            next_line()
+            continue
+        if current is not None and _CFE_FIELD.match(nxt):
+            current.append(nxt.strip())
+            next_line()
+            continue
+        if nxt.strip() == "<NO_OTHER_FAILURES>":
+            next_line()
+            continue
+        break
+    if current:
+        out.append(" ".join(current))
+    prefix = _CFE_ROOT + " " if header == _CFE_ROOT else ""
+    return [prefix + rec for rec in out] or [header]
+
+
+def is_block_header(record: str) -> bool:
+    s = record.strip()
+    return (s.endswith("Result:") and "Rendezvous complete" in s) or s in (_CFE_ROOT, _CFE_FAIL) or \
+        s.endswith(("Stalled ranks:", "Missing ranks:"))
+
+
+BLOCK_LITERALS = ("Rendezvous complete", _CFE_ROOT, _CFE_FAIL, "Stalled ranks:", "Missing ranks:")
+
+#: A wrapped continuation: not blank, and not the start of a new prefixed record.
+_NEW_RECORD = re.compile(r"^\s*(?:\[|[\w.-]{1,120}:\d{1,10}:\d{1,10} |[A-Z][a-z]{2} [A-Z][a-z]{2} |Traceback|\d{4}-\d{2}-\d{2})")
+
+
+def is_continuation(line: str) -> bool:
+    return bool(line.strip()) and not _NEW_RECORD.match(line)

@@ -1,0 +1,38 @@
+"""The rule registry: one module per catalogue id, metadata in catalogue.toml, docs in docs/.
+
+``registry`` lists every rule; ``run(job, ...)`` runs a selection over a job model.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterable
+
+from ..findings import Finding, Severity
+from ..model import JobModel
+from .base import DOC_HEADINGS, Registry, Rule, load_catalogue, make_rule
+
+registry = Registry()
+for _rid in load_catalogue():
+    if importlib.util.find_spec(f"{__name__}.{_rid}") is not None:
+        registry.register(make_rule(_rid))
+
+
+def run(job: JobModel, select: Iterable[str] | None = None, ignore: Iterable[str] | None = None,
+        min_severity: Severity | str = Severity.INFO) -> tuple[list[Finding], list[str]]:
+    """Run rules over a job. Returns (findings, notes); a rule that crashes yields a note, not a crash."""
+    floor = Severity.parse(min_severity).level
+    findings: list[Finding] = []
+    notes: list[str] = []
+    for rule in registry.select(select, ignore):
+        try:
+            got = rule.check(job, rule)
+        except Exception as exc:  # a bug in one rule must not hide the others' findings
+            notes.append(f"rule {rule.id} failed: {type(exc).__name__}: {exc}")
+            continue
+        findings.extend(f for f in got if f.severity.level >= floor)
+    findings.sort(key=lambda f: (-f.severity.level, f.rule))
+    return findings, notes
+
+
+__all__ = ["DOC_HEADINGS", "Registry", "Rule", "registry", "run"]

@@ -1,0 +1,244 @@
+"""Scan one input file into events: prefilter whole chunks, then parse only candidate lines.
+
+Per file the result is a small summary (``FileScan``): events, line/byte counts, unparsed lines,
+the last line of each writer, and what could not be read. Files are independent, so scans run in
+parallel processes and only summaries travel back.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass, field
+
+from .discover import InputFile
+from .events import MAX_TEXT, Event, LastLine
+from .launchers import LauncherStripper, detect_modes
+from .prefilter import Prefilter
+from .reading import ReadIssue, clean_line, iter_chunks, looks_binary, open_binary
+from .records import BLOCK_LITERALS, is_block_header, is_continuation, join_block, split_glued
+from .timeparse import event_time
+
+TAIL_BYTES = 256 << 10
+_NCCL_WHO = re.compile(r"^(?:\[[\d: -]{19,30}\] )?([\w.-]{1,253}):(\d{1,10}):\d{1,10} ")
+_HEADER = ("host", "pid", "cuda_dev")
+
+
+@dataclass(slots=True)
+class FileScan:
+    path: str
+    size: int = 0
+    lines: int = 0
+    bytes: int = 0
+    parsed: int = 0
+    events: list[Event] = field(default_factory=list)
+    last_lines: dict = field(default_factory=dict)  # writer key -> LastLine
+    modes: tuple[str, ...] = ()
+    skipped: str | None = None  # whole file skipped (binary, unreadable)
+    issue: str | None = None  # partly read
+    mtime: float | None = None
+
+    @property
+    def unparsed(self) -> int:
+        return max(0, self.lines - self.parsed)
+
+
+class Scanner:
+    """Compiled once per process: formats, the prefilter over their literals, launcher prefixes."""
+
+    def __init__(self, formats=None, engine: str | None = None):
+        if formats is None:
+            from .formats import load_formats
+
+            formats = load_formats()
+        self.formats = formats
+        self.prefilter = Prefilter(tuple(formats.literals) + BLOCK_LITERALS, engine=engine)
+
+    def scan(self, f: InputFile) -> FileScan:
+        out = FileScan(path=f.path, size=f.size)
+        try:
+            fp = open_binary(f.real)
+        except OSError as exc:
+            out.skipped = f"cannot open: {exc.strerror or exc}"
+            return out
+        try:
+            try:
+                out.mtime = os.stat(f.real).st_mtime if f.real != "-" else None
+            except OSError:
+                out.mtime = None
+            self._scan_stream(fp, out)
+        except ReadIssue as exc:
+            out.issue = str(exc)
+        except OSError as exc:
+            out.issue = f"read failed: {exc.strerror or exc}"
+        finally:
+            if f.real != "-":
+                fp.close()
+        return out
+
+    def _scan_stream(self, fp, out: FileScan) -> None:
+        year = time.gmtime(out.mtime or time.time()).tm_year
+        stripper: LauncherStripper | None = None
+        base_line = 0
+        tail = b""
+        for chunk in iter_chunks(fp):
+            if stripper is None:
+                if looks_binary(chunk[:8192]):
+                    out.skipped = "binary data, not a text log"
+                    return
+                head = chunk[: 256 << 10].decode("utf-8", "replace").splitlines()
+                modes = detect_modes(head)
+                out.modes = tuple(sorted(modes))
+                stripper = LauncherStripper(modes)
+            out.bytes += len(chunk)
+            self._scan_chunk(chunk, base_line, stripper, year, out)
+            nl = chunk.count(b"\n")
+            if chunk and not chunk.endswith(b"\n"):
+                nl += 1
+            base_line += nl
+            tail = (tail + chunk)[-TAIL_BYTES:] if len(chunk) < TAIL_BYTES else chunk[-TAIL_BYTES:]
+        out.lines = base_line
+        if stripper is not None:
+            self._last_lines(tail, base_line, stripper, year, out)
+
+    # ---- candidate lines ---------------------------------------------------------------------
+
+    def _scan_chunk(self, chunk: bytes, base_line: int, stripper: LauncherStripper, year: int,
+                    out: FileScan) -> None:
+        spans = self.prefilter.spans(chunk)
+        if not spans:
+            return
+        match = self.formats.match
+        n = len(chunk)
+        line_no = base_line + 1
+        counted_to = 0
+        consumed_to = -1
+        for s, e in spans:
+            if s <= consumed_to:
+                continue
+            line_no += chunk.count(b"\n", counted_to, s)
+            counted_to = s
+            cursor = [e]  # position of the newline ending the last consumed line
+
+            def peek(cur=cursor) -> str | None:
+                p = cur[0] + 1
+                if p >= n:
+                    return None
+                q = chunk.find(b"\n", p)
+                q = n if q < 0 else q
+                return stripper.strip(clean_line(chunk[p:q]))[1]
+
+            def take(cur=cursor) -> str | None:
+                p = cur[0] + 1
+                if p >= n:
+                    return None
+                q = chunk.find(b"\n", p)
+                cur[0] = n if q < 0 else q
+                return ""
+
+            text = clean_line(chunk[s:e])
+            for rec in split_glued(text):
+                lf, rest = stripper.strip(rec)
+                records = join_block(rest, take, peek) if is_block_header(rest) else None
+                for r in records or (rest,):
+                    m = match(r)
+                    if m is None:
+                        m, r = self._rewrap(chunk, s, cursor, r, stripper, match)
+                    if m is None:
+                        continue
+                    out.parsed += 1
+                    out.events.append(_make_event(m[0], m[1], lf, out.path, line_no, r, year))
+            if cursor[0] > e:
+                consumed_to = cursor[0]
+                out.parsed += chunk.count(b"\n", e, cursor[0])
+
+    def _rewrap(self, chunk: bytes, s: int, cursor: list, rec: str, stripper: LauncherStripper, match):
+        """Try a hard-wrapped record: join the previous record start and following continuations."""
+        parts = [rec.strip()]
+        if is_continuation(rec):
+            p_end = s - 1
+            for _ in range(3):
+                if p_end <= 0:
+                    break
+                p_start = chunk.rfind(b"\n", 0, p_end) + 1
+                prev = stripper.strip(clean_line(chunk[p_start:p_end]))[1]
+                if not prev.strip():
+                    break
+                parts.insert(0, prev.strip())
+                if not is_continuation(prev):
+                    break
+                p_end = p_start - 1
+        n = len(chunk)
+        pos = cursor[0]
+        for _ in range(4):
+            if len(parts) == 1 and pos == cursor[0] and not parts:
+                break
+            p = pos + 1
+            if p >= n:
+                break
+            q = chunk.find(b"\n", p)
+            q = n if q < 0 else q
+            nxt = stripper.strip(clean_line(chunk[p:q]))[1]
+            if not is_continuation(nxt):
+                break
+            parts.append(nxt.strip())
+            pos = q
+            joined = " ".join(parts)
+            m = match(joined)
+            if m is not None:
+                cursor[0] = pos
+                return m, joined
+        if len(parts) > 1:
+            joined = " ".join(parts)
+            m = match(joined)
+            if m is not None:
+                cursor[0] = pos
+                return m, joined
+        return None, rec
+
+    # ---- last line of each writer ------------------------------------------------------------
+
+    def _last_lines(self, tail: bytes, total: int, stripper: LauncherStripper, year: int, out: FileScan) -> None:
+        lines = tail.split(b"\n")
+        if lines and lines[-1] == b"":
+            lines.pop()
+        first_no = total - len(lines) + 1
+        seen: dict = {}
+        for i in range(len(lines) - 1, -1, -1):
+            raw = lines[i]
+            if not raw.strip():
+                continue
+            text = clean_line(raw)
+            lf, rest = stripper.strip(text.replace("\r", " "))
+            if not rest.strip():
+                continue
+            keys = [None]
+            if "rank" in lf:
+                keys.append(("rank", lf["rank"]))
+            elif "local_rank" in lf:
+                keys.append(("local_rank", lf["local_rank"]))
+            who = _NCCL_WHO.match(rest)
+            if who:
+                keys.append(("proc", who.group(1), int(who.group(2)) if len(who.group(2)) < 11 else None))
+            ts = event_time(lf, year)
+            for k in keys:
+                if k not in seen:
+                    seen[k] = LastLine(out.path, first_no + i, rest.strip()[:MAX_TEXT], ts)
+            if None in seen and len(seen) > 64 and i < len(lines) - 4096:
+                break
+        out.last_lines = seen
+
+
+def _make_event(kind: str, fields: dict, lf: dict, path: str, line_no: int, text: str, year: int) -> Event:
+    host = fields.pop("host", None) or lf.get("host") or lf.get("pod")
+    pid = fields.pop("pid", None)
+    if pid is None:
+        pid = lf.get("pid")
+    cuda_dev = fields.pop("cuda_dev", None)
+    ts = event_time(fields, year)
+    if ts is None and lf:
+        ts = event_time(lf, year)
+    return Event(kind=kind, file=path, line=line_no, host=host, pid=pid, cuda_dev=cuda_dev,
+                 rank=lf.get("rank"), local_rank=lf.get("local_rank"), ts=ts, fields=fields,
+                 text=text.strip()[:MAX_TEXT])

@@ -1,0 +1,61 @@
+"""The verdict: one headline that joins findings causally.
+
+First the rank/host that failed or fell behind first (RK1, RK3, RK2 — with how we know), then the
+class that explains it, then what the rest of the job did (MN3's wait). When the evidence does not
+single out a rank, the verdict says so instead of guessing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .findings import Finding, Severity
+from .model import JobModel
+
+#: Which rank-level finding names the culprit, strongest first.
+CULPRIT_ORDER = ("RK1", "RK3", "RK2")
+#: Classes that explain a failure, most specific (root-cause-like) first; MN3 is a consequence.
+CLASS_ORDER = ("MN1", "CFG1", "NC1", "NC2", "DSY1", "MN2", "NET1", "MN4", "DS1", "TO2", "WD1", "MN6",
+               "MN5", "NCX", "TO1", "WB1", "NV1", "NV2", "MN3")
+
+
+def _first(findings: list[Finding], order: tuple[str, ...], floor: Severity = Severity.ERROR) -> Finding | None:
+    for rid in order:
+        cands = [f for f in findings if f.rule == rid and f.severity.level >= floor.level]
+        if cands:
+            return min(cands, key=lambda f: (f.first_seen is None, f.first_seen or 0.0))
+    return None
+
+
+def decide(job: JobModel, findings: list[Finding]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    culprit = _first(findings, CULPRIT_ORDER)
+    klass = _first(findings, CLASS_ORDER) or _first(findings, CLASS_ORDER, Severity.WARNING)
+    wait = next((f for f in findings if f.rule == "MN3" and f.severity is Severity.ERROR), None)
+    if culprit is None and klass is None:
+        return None, None
+
+    parts: list[str] = []
+    ranks: list[int] = []
+    hosts: list[str] = []
+    last = None
+    if culprit is not None:
+        ranks, hosts = list(culprit.ranks), list(culprit.hosts)
+        parts.append(culprit.summary)
+        last = {"rank": ranks[0] if len(ranks) == 1 else None,
+                "ranks": ranks, "host": hosts[0] if len(hosts) == 1 else None,
+                "why": f"{culprit.rule}: {culprit.summary}"}
+    elif klass is not None and klass.rule != "MN3" and (klass.hosts or klass.ranks):
+        ranks, hosts = list(klass.ranks), list(klass.hosts)
+        if len(hosts) == 1:
+            last = {"rank": ranks[0] if len(ranks) == 1 else None, "ranks": ranks, "host": hosts[0],
+                    "why": f"{klass.rule}: {klass.summary}"}
+    if klass is not None and klass is not wait and (culprit is None or klass.rule != culprit.rule):
+        parts.append(f"{klass.title} ({klass.rule}): {klass.summary}" if culprit else klass.summary)
+    if wait is not None and wait is not klass:
+        parts.append(wait.summary)
+    if culprit is None and (klass is None or klass.rule == "MN3"):
+        parts.append("the evidence does not single out one rank")
+    rule = klass.rule if klass is not None and klass.rule != "MN3" else (culprit.rule if culprit else "MN3")
+    verdict = {"summary": "; ".join(p.rstrip(".") for p in parts if p), "rule": rule,
+               "ranks": sorted(set(ranks)), "hosts": sorted(set(hosts))}
+    return verdict, last

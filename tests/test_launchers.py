@@ -1,0 +1,67 @@
+"""Launcher prefixes: every sample in parsers/launchers.toml strips to its declared rest and fields,
+and the ambiguous ones are enabled only where most lines carry them (real excerpts 059, 008)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nccl_doctor.launchers import LauncherStripper, detect_modes, load_launchers
+from nccl_doctor.records import split_glued
+
+REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real"
+SAMPLES = [pytest.param(lc, s, id=f"{lc.name}-{i}") for lc in load_launchers() for i, s in enumerate(lc.samples)]
+
+
+@pytest.mark.parametrize(("launcher", "sample"), SAMPLES)
+def test_launcher_sample(launcher, sample):
+    stripper = LauncherStripper(frozenset({launcher.name}), launchers=(launcher,))
+    fields, rest = stripper.strip(sample["line"])
+    assert launcher.name in fields["launchers"]
+    assert rest == sample["rest"]
+    for key, value in sample.get("fields", {}).items():
+        assert fields[key] == value
+
+
+def _lines(name: str) -> list[str]:
+    return next(REAL.glob(f"{name}_*.log")).read_text(encoding="utf-8").splitlines()
+
+
+def test_app_rank_prefix_is_not_srun_label():
+    # 059: the app prints "0: INFO ..." on some lines, but most lines are plain NCCL lines.
+    assert "srun_label" not in detect_modes(_lines("059"))
+    # 008: bare "28:" lines printed by the benchmark, no space after the colon.
+    assert detect_modes(_lines("008")) == frozenset()
+
+
+def test_srun_labelled_file_is_detected():
+    lines = [f"{r:>2}: gpu-1:{100 + r}:{100 + r} [{r % 8}] NCCL INFO x" for r in range(16)]
+    assert "srun_label" in detect_modes(lines)
+    fields, rest = LauncherStripper(frozenset({"srun_label"})).strip(lines[3])
+    assert fields["rank"] == 3 and rest.startswith("gpu-1:103:103 [3] NCCL INFO")
+
+
+def test_nested_prefixes_and_innermost_rank():
+    line = "2024-01-02T03:04:05.123456789Z [default3]:[rank11]:[E0709 01:02:03.000000000 ProcessGroupNCCL.cpp:1] x"
+    fields, rest = LauncherStripper().strip(line)
+    assert fields["local_rank"] == 3 and fields["rank"] == 11
+    assert fields["ts"] == "2024-01-02T03:04:05.123456789Z"
+    assert rest.startswith("[E0709")
+
+
+def test_openmpi_tag_injected_mid_record_is_removed():
+    # 066: Open MPI split a stderr write and re-tagged the second half.
+    line = "[1,0]<stderr>:[2019-04-13 13:53:31.[1,0]<stderr>:851588: W horovod/common/operations.cc:588] x"
+    fields, rest = LauncherStripper().strip(line)
+    assert fields["rank"] == 0
+    assert rest == "[2019-04-13 13:53:31.851588: W horovod/common/operations.cc:588] x"
+
+
+def test_glued_records_are_split():
+    line = "Epoch 10/10: 240it [05:55,  1.47s/it][rank0]:[E709 01:02:03.000000000 ProcessGroupNCCL.cpp:1] boom"
+    assert split_glued(line) == ["Epoch 10/10: 240it [05:55,  1.47s/it]",
+                                 "[rank0]:[E709 01:02:03.000000000 ProcessGroupNCCL.cpp:1] boom"]
+    two = "node1:1:2 [0] NCCL INFO a node1:3:4 [1] NCCL WARN b"
+    assert split_glued(two) == ["node1:1:2 [0] NCCL INFO a ", "node1:3:4 [1] NCCL WARN b"]
+    assert split_glued("10%|#  |\r50%|#####|\rdone") == ["10%|#  |", "50%|#####|", "done"]
