@@ -231,11 +231,14 @@ class Scanner:
 
 
 def _make_event(kind: str, fields: dict, lf: dict, path: str, line_no: int, text: str, year: int) -> Event:
-    host = fields.pop("host", None) or lf.get("host") or lf.get("pod")
-    pid = fields.pop("pid", None)
+    # Only the NCCL line prefix names the writer (host:pid:tid [dev]); a host or pid inside other
+    # messages (srun's failed node, a ChildFailedError entry) is the subject, kept in fields.
+    writer = kind.startswith("nccl_")
+    host = (fields.pop("host", None) if writer else None) or lf.get("host") or lf.get("pod")
+    pid = fields.pop("pid", None) if writer else None
     if pid is None:
         pid = lf.get("pid")
-    cuda_dev = fields.pop("cuda_dev", None)
+    cuda_dev = fields.pop("cuda_dev", None) if writer else fields.get("cuda_dev")
     ts = event_time(fields, year)
     if ts is None and lf:
         ts = event_time(lf, year)

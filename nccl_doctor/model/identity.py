@@ -137,7 +137,7 @@ def _fill_identity(p: Proc, world: int | None) -> None:
         if e.kind in ("nccl_init", "nccl_topo") and e.get("rank") is not None and e.get("nranks"):
             if best is None or e.get("nranks") > best.get("nranks"):
                 best = e
-    if best is not None and (world is None or best.get("nranks") == world):
+    if best is not None and world is not None and best.get("nranks") == world:
         p.rank, p.rank_source = best.get("rank"), "nccl communicator"
         return
     for e in p.events:
@@ -149,8 +149,6 @@ def _fill_identity(p: Proc, world: int | None) -> None:
         if r is not None:
             p.rank, p.rank_source = r, "file name"
             return
-    if best is not None and world is not None and best.get("nranks") == world:
-        p.rank, p.rank_source = best.get("rank"), "nccl communicator"
 
 
 def _dedupe_ranks(procs: dict[tuple, Proc]) -> None:

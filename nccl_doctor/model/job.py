@@ -34,6 +34,10 @@ TIMEOUT_KINDS = frozenset({"torch_wd_timeout", "torch_wd_status", "torch_heartbe
                            "torch_watchdog_stuck", "torch_monitor_timeout"})
 
 
+#: SeqNum of a watchdog line that does not say which process group it belongs to.
+UNNAMED_PG = "?"
+
+
 def stage_index(stage: str) -> int:
     return STAGES.index(stage) if stage in STAGES else 0
 
@@ -92,12 +96,13 @@ class JobModel:
     hosts: list[str]
     files: list[str]
     last_lines: dict[str, dict]
+    index: dict[int, RankState] = field(default_factory=dict, repr=False)  # id(event) -> its rank
 
     def by_kind(self, *kinds: str) -> list[Event]:
         return [e for e in self.events if e.kind in kinds]
 
     def rank_of(self, ev: Event) -> RankState | None:
-        return self._index.get(id(ev)) if hasattr(self, "_index") else None
+        return self.index.get(id(ev))
 
     @property
     def ranks_seen(self) -> int:
@@ -124,12 +129,20 @@ class JobModel:
 
 
 def world_size(events: list[Event]) -> int | None:
-    """The job's world size from the strongest evidence available."""
+    """The job's world size from the strongest evidence available.
+
+    A communicator's ``nranks`` is the world only if no rank number of it is claimed by processes
+    on different hosts: three 4-rank tensor-parallel groups on three hosts are not a 4-rank job.
+    """
     sizes: list[int] = []
+    claims: dict[int, dict[int, set]] = defaultdict(lambda: defaultdict(set))
     for e in events:
         k = e.kind
         if k in ("nccl_init", "nccl_topo") and isinstance(e.get("nranks"), int):
-            sizes.append(e.get("nranks"))
+            if isinstance(e.get("rank"), int):
+                claims[e.get("nranks")][e.get("rank")].add(e.host)
+            else:
+                sizes.append(e.get("nranks"))
         elif k == "torch_pg_options" and isinstance(e.get("size"), int):
             sizes.append(e.get("size"))
         elif k == "ds_mpi" and isinstance(e.get("world_size"), int):
@@ -141,6 +154,9 @@ def world_size(events: list[Event]) -> int | None:
                     sizes.append(int(w.strip("[] ").split(",")[0]))
                 except ValueError:
                     pass
+    for n, by_rank in claims.items():
+        if all(len(hosts) <= 1 for hosts in by_rank.values()):
+            sizes.append(n)
     sizes = [s for s in sizes if 0 < s < 10_000_000]
     return max(sizes) if sizes else None
 
@@ -149,12 +165,16 @@ def build_job(events: list[Event], scans: list) -> JobModel:
     world = world_size(events)
     procs = build_processes(events, world)
     last_by_file = {s.path: s.last_lines for s in scans}
-    ranks = [_rank_state(p, last_by_file) for p in procs]
+    # A group of events with no rank, host or pid (a bare "NCCL version" line in a shared file)
+    # is not a rank; its events stay in job.events for the rules.
+    attributed = [p for p in procs if p.rank is not None or p.host is not None or p.pid is not None]
+    ranks = [_rank_state(p, last_by_file) for p in (attributed or procs)]
+    _reconcile_across_ranks(ranks)
     ranks.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.host or "", r.pid or 0))
     hosts = sorted({r.host for r in ranks if r.host} | {e.host for e in events if e.host and e.kind.startswith("nccl")})
     job = JobModel(ranks=ranks, events=sorted(events, key=lambda e: (e.file, e.line)), ranks_expected=world,
                    hosts=hosts, files=[s.path for s in scans], last_lines=last_by_file)
-    job._index = {id(e): r for r in ranks for e in r.events}  # type: ignore[attr-defined]
+    job.index = {id(e): r for r in ranks for e in r.events}
     for r in ranks:
         for e in r.events:
             if e.rank is None and r.rank is not None:
@@ -185,7 +205,35 @@ def _rank_state(p: Proc, last_by_file: dict[str, dict]) -> RankState:
         _progress(st, e)
     st.stage = STAGES[best]
     st.last_line = _last_line(p, last_by_file)
+    _reconcile_unnamed_pg(st)
     return st
+
+
+def _reconcile_unnamed_pg(st: RankState) -> None:
+    """A watchdog-timeout line does not name its process group; the status line that follows does.
+
+    Attach the unnamed SeqNum to the group that reports the same SeqNum, else to the default group
+    when the rank reports no other group (torch <= 2.1 logs name no group at all).
+    """
+    seq = st.last_seq.pop(UNNAMED_PG, None)
+    if seq is None:
+        return
+    if any(v == seq for v in st.last_seq.values()):
+        return
+    st.last_seq[UNNAMED_PG] = seq
+
+
+def _reconcile_across_ranks(ranks: list[RankState]) -> None:
+    """Unnamed SeqNums left after the per-rank pass: use a group another rank names at that SeqNum."""
+    named: dict[int, str] = {}
+    for r in ranks:
+        for pg, seq in r.last_seq.items():
+            if pg != UNNAMED_PG:
+                named.setdefault(seq, pg)
+    for r in ranks:
+        seq = r.last_seq.pop(UNNAMED_PG, None)
+        if seq is not None:
+            r.last_seq.setdefault(named.get(seq, "default"), seq)
 
 
 def _progress(st: RankState, e: Event) -> None:
@@ -194,7 +242,8 @@ def _progress(st: RankState, e: Event) -> None:
     if k == "torch_wd_timeout":
         st.timeouts.append(e)
         if f.get("seq") is not None:
-            st.last_seq[pg_key(e)] = f["seq"]
+            named = any(f.get(x) not in (None, "") for x in ("pg_guid", "pg_id"))
+            st.last_seq[pg_key(e) if named else UNNAMED_PG] = f["seq"]
     elif k in ("torch_wd_status", "torch_work_update"):
         pg = pg_key(e)
         if k == "torch_wd_status":
