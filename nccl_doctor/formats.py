@@ -1,0 +1,382 @@
+"""Log formats as data: load ``parsers/*.toml`` and match records against them.
+
+The schema and the matching semantics are described in ``parsers/README.md``. In short: every
+format file has a ``[format]`` table (name, priority, optional line ``prefixes``) and a list of
+``[[pattern]]`` tables (event ``kind``, literal ``contains`` prefilter, ``regex`` with named groups,
+``ints``, ``severity`` and ``samples``). :func:`load_formats` compiles them once into a
+:class:`FormatSet` whose :meth:`FormatSet.match` turns one record (a line whose launcher prefixes
+were already stripped) into ``(kind, fields)``.
+
+Extensions of the schema understood here (all optional):
+
+* ``[format.fragments]``: named regex pieces, inserted into prefixes and pattern regexes wherever
+  ``{{name}}`` occurs (e.g. the PyTorch ``[PG ... Rank r]`` prefix used by many patterns).
+* pattern ``priority``: overrides the format priority for that pattern (a generic fallback can
+  be tried after every other format).
+* pattern ``const = { what = "signal" }``: constant fields added to the event when the pattern
+  matches (captured groups win on a name clash).
+* pattern ``bools = ["root_cause"]``: fields set to ``True`` when the group matched non-empty
+  text, else ``False``.
+* ``[[pattern.counter_samples]] line = "..."``: lines that must not give this pattern's kind.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import regex
+
+from nccl_doctor.kinds import KINDS
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+__all__ = ["FormatError", "FormatSet", "Pattern", "load_formats"]
+
+_MAX_INT_DIGITS = 18
+_FRAGMENT_RE = re.compile(r"\{\{(\w+)\}\}")
+_FORMAT_KEYS = {
+    "name", "priority", "description", "prefixes", "prefix_required", "ints", "kind", "fragments",
+}
+_PATTERN_KEYS = {
+    "kind", "contains", "regex", "ints", "severity", "samples", "counter_samples", "priority",
+    "const", "bools", "description",
+}
+_SEVERITIES = {"info", "warning", "error"}
+
+
+class FormatError(Exception):
+    """A format file is unusable (bad TOML, bad regex, unknown kind, duplicate name...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pattern:
+    kind: str
+    format: str
+    priority: int
+    contains: tuple[str, ...]
+    regex: regex.Pattern
+    ints: frozenset[str]
+    severity: str | None
+    samples: tuple[dict, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Format:
+    name: str
+    priority: int
+    prefixes: tuple[regex.Pattern, ...]
+    prefix_required: bool
+    ints: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class _Extra:
+    """Per-pattern data that is not part of the public :class:`Pattern` record."""
+
+    consts: tuple[tuple[str, Any], ...]
+    bools: frozenset[str]
+    counter_samples: tuple[str, ...]
+    source: str
+
+
+def _to_int(text: str) -> int | None:
+    text = text.strip()
+    digits = text[1:] if text[:1] in "+-" else text
+    if not digits.isdigit() or len(digits) > _MAX_INT_DIGITS:
+        return None
+    return int(text)
+
+
+def _trie_regex(literals: Iterable[str]) -> str:
+    """One regex matching any of ``literals``, preferring the longest at a given position."""
+    trie: dict = {}
+    for lit in literals:
+        node = trie
+        for ch in lit:
+            node = node.setdefault(ch, {})
+        node[""] = True
+
+    def build(node: dict) -> str:
+        end = "" in node
+        branches = [regex.escape(ch) + build(child) for ch, child in sorted(node.items()) if ch]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        if end:
+            return "(?:" + body + ")?"
+        return body
+
+    return build(trie)
+
+
+class FormatSet:
+    """The compiled formats: patterns in trial order plus a literal scanner."""
+
+    patterns: tuple[Pattern, ...]
+    literals: tuple[str, ...]
+
+    def __init__(self, patterns: list[Pattern], formats: dict[str, _Format], extras: list[_Extra]):
+        order = sorted(range(len(patterns)), key=lambda i: (patterns[i].priority, formats[patterns[i].format].priority, i))
+        self.patterns = tuple(patterns[i] for i in order)
+        self._extras = tuple(extras[i] for i in order)
+        self._formats = formats
+        lits = sorted({lit for p in self.patterns for lit in p.contains}, key=lambda s: (-len(s), s))
+        self.literals = tuple(lits)
+        by_literal: dict[str, set[int]] = {lit: set() for lit in lits}
+        for idx, p in enumerate(self.patterns):
+            for lit in p.contains:
+                by_literal[lit].add(idx)
+        # A literal found at some position implies every literal it contains: the scanner only
+        # reports the longest literal starting at each position.
+        self._closure: dict[str, tuple[int, ...]] = {}
+        for lit in lits:
+            idxs: set[int] = set()
+            for other in lits:
+                if other in lit:
+                    idxs |= by_literal[other]
+            self._closure[lit] = tuple(sorted(idxs))
+        self._scanner = regex.compile(_trie_regex(lits)) if lits else None
+
+    @property
+    def counter_samples(self) -> tuple[tuple[Pattern, str], ...]:
+        """(pattern, line) pairs: lines that must not produce that pattern's kind."""
+        return tuple((p, line) for p, e in zip(self.patterns, self._extras, strict=True) for line in e.counter_samples)
+
+    def source_of(self, pattern: Pattern) -> str:
+        """File name the pattern was loaded from (for messages)."""
+        return self._extras[self.patterns.index(pattern)].source
+
+    def candidates(self, record: str) -> tuple[int, ...]:
+        """Indices (into :attr:`patterns`) of the patterns whose literal prefilter passes."""
+        if self._scanner is None:
+            return ()
+        hits = set(self._scanner.findall(record, overlapped=True))
+        if not hits:
+            return ()
+        if len(hits) == 1:
+            return self._closure[hits.pop()]
+        cand: set[int] = set()
+        for lit in hits:
+            cand.update(self._closure[lit])
+        return tuple(sorted(cand))
+
+    def match(self, record: str) -> tuple[str, dict] | None:
+        """Return ``(kind, fields)`` of the first pattern matching ``record``, or None."""
+        cand = self.candidates(record)
+        if not cand:
+            return None
+        headers: dict[str, tuple[int, dict] | None] = {}
+        for idx in cand:
+            pat = self.patterns[idx]
+            fmt = self._formats[pat.format]
+            if pat.format in headers:
+                head = headers[pat.format]
+            else:
+                head = headers[pat.format] = self._header(fmt, record)
+            if head is None:
+                if fmt.prefix_required:
+                    continue
+                start, hfields = 0, {}
+            else:
+                start, hfields = head
+            m = pat.regex.search(record[start:] if start else record)
+            if m is None:
+                continue
+            return pat.kind, self._fields(pat, self._extras[idx], fmt, hfields, m)
+        return None
+
+    @staticmethod
+    def _header(fmt: _Format, record: str) -> tuple[int, dict] | None:
+        for prefix in fmt.prefixes:
+            m = prefix.match(record)
+            if m is not None:
+                return m.end(), {k: v for k, v in m.groupdict().items() if v is not None}
+        return None
+
+    @staticmethod
+    def _fields(pat: Pattern, extra: _Extra, fmt: _Format, hfields: dict, m: regex.Match) -> dict:
+        fields: dict[str, Any] = dict(extra.consts)
+        fields.update(hfields)
+        fields.update({k: v for k, v in m.groupdict().items() if v is not None})
+        for name in extra.bools:
+            value = fields.get(name)
+            fields[name] = bool(value.strip()) if isinstance(value, str) else bool(value)
+        for name, value in fields.items():
+            if not isinstance(value, str):
+                continue
+            if name in pat.ints or name in fmt.ints:
+                fields[name] = _to_int(value)
+            else:
+                fields[name] = value.strip()
+        return fields
+
+
+def _compile(src: str, where: str, fragments: dict[str, str]) -> regex.Pattern:
+    def expand(m: re.Match) -> str:
+        if m.group(1) not in fragments:
+            raise FormatError(f"{where}: unknown fragment {{{{{m.group(1)}}}}}")
+        return fragments[m.group(1)]
+
+    text = _FRAGMENT_RE.sub(expand, src)
+    try:
+        re.compile(text)  # the README promises regexes that plain `re` accepts too
+        return regex.compile(text)
+    except (re.error, regex.error) as exc:
+        raise FormatError(f"{where}: bad regex: {exc}") from None
+
+
+def _str_list(value: Any, where: str, key: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise FormatError(f"{where}: '{key}' must be a list of strings")
+    return tuple(value)
+
+
+def _load_file(name: str, text: str) -> tuple[_Format, list[Pattern], list[_Extra]] | None:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise FormatError(f"{name}: bad TOML: {exc}") from None
+    head = data.get("format")
+    if not isinstance(head, dict) or not isinstance(head.get("name"), str):
+        raise FormatError(f"{name}: missing [format] table with a 'name'")
+    if head.get("kind") == "launcher":
+        return None
+    unknown = set(head) - _FORMAT_KEYS
+    if unknown:
+        raise FormatError(f"{name}: unknown [format] keys {sorted(unknown)}")
+    fname = head["name"]
+    priority = head.get("priority", 100)
+    if not isinstance(priority, int):
+        raise FormatError(f"{name}: format priority must be an integer")
+    fragments = head.get("fragments", {})
+    if not isinstance(fragments, dict) or not all(isinstance(v, str) for v in fragments.values()):
+        raise FormatError(f"{name}: [format.fragments] must map names to regex strings")
+    prefixes = tuple(
+        _compile(src, f"{name}: prefix #{i + 1}", fragments)
+        for i, src in enumerate(_str_list(head.get("prefixes", []), name, "prefixes"))
+    )
+    fmt = _Format(
+        name=fname,
+        priority=priority,
+        prefixes=prefixes,
+        prefix_required=bool(head.get("prefix_required", False)),
+        ints=frozenset(_str_list(head.get("ints", []), name, "ints")),
+    )
+    raw_patterns = data.get("pattern", [])
+    if not isinstance(raw_patterns, list):
+        raise FormatError(f"{name}: 'pattern' must be an array of tables ([[pattern]])")
+    patterns: list[Pattern] = []
+    extras: list[_Extra] = []
+    for i, raw in enumerate(raw_patterns):
+        kind = raw.get("kind")
+        where = f"{name}: pattern #{i + 1} ({kind})"
+        unknown = set(raw) - _PATTERN_KEYS
+        if unknown:
+            raise FormatError(f"{where}: unknown keys {sorted(unknown)}")
+        if kind not in KINDS:
+            raise FormatError(f"{where}: unknown kind {kind!r} (not in nccl_doctor.kinds.KINDS)")
+        if not isinstance(raw.get("regex"), str):
+            raise FormatError(f"{where}: missing 'regex'")
+        contains = _str_list(raw.get("contains", []), where, "contains")
+        if not contains or not all(contains):
+            raise FormatError(f"{where}: 'contains' needs at least one non-empty literal")
+        compiled = _compile(raw["regex"], where, fragments)
+        ints = frozenset(_str_list(raw.get("ints", []), where, "ints"))
+        missing = ints - set(compiled.groupindex)
+        if missing:
+            raise FormatError(f"{where}: 'ints' names no group of the regex: {sorted(missing)}")
+        bools = frozenset(_str_list(raw.get("bools", []), where, "bools"))
+        severity = raw.get("severity")
+        if severity is not None and severity not in _SEVERITIES:
+            raise FormatError(f"{where}: severity must be one of {sorted(_SEVERITIES)}")
+        consts = raw.get("const", {})
+        if not isinstance(consts, dict):
+            raise FormatError(f"{where}: 'const' must be a table")
+        samples = raw.get("samples", [])
+        counter = raw.get("counter_samples", [])
+        for s in (*samples, *counter):
+            if not isinstance(s, dict) or not isinstance(s.get("line"), str):
+                raise FormatError(f"{where}: every sample needs a 'line' string")
+        prio = raw.get("priority", priority)
+        if not isinstance(prio, int):
+            raise FormatError(f"{where}: priority must be an integer")
+        patterns.append(
+            Pattern(
+                kind=kind,
+                format=fname,
+                priority=prio,
+                contains=contains,
+                regex=compiled,
+                ints=ints,
+                severity=severity,
+                samples=tuple(samples),
+            )
+        )
+        extras.append(
+            _Extra(
+                consts=tuple(sorted(consts.items())),
+                bools=bools,
+                counter_samples=tuple(s["line"] for s in counter),
+                source=name,
+            )
+        )
+    return fmt, patterns, extras
+
+
+def _packaged_files() -> list[tuple[str, str]]:
+    try:
+        from importlib.resources import files
+
+        root = files("nccl_doctor.parsers")
+        entries = [(e.name, e) for e in root.iterdir() if e.name.endswith(".toml")]
+    except (ImportError, ModuleNotFoundError, TypeError, FileNotFoundError, NotADirectoryError):
+        directory = Path(__file__).resolve().parent.parent / "parsers"
+        return _directory_files(directory)
+    return [(name, e.read_text(encoding="utf-8")) for name, e in sorted(entries)]
+
+
+def _directory_files(directory: Path) -> list[tuple[str, str]]:
+    if not directory.is_dir():
+        raise FormatError(f"{directory}: not a directory of format files")
+    return [(p.name, p.read_text(encoding="utf-8")) for p in sorted(directory.glob("*.toml"))]
+
+
+@functools.lru_cache(maxsize=16)
+def _load(key: str | None) -> FormatSet:
+    files = _packaged_files() if key is None else _directory_files(Path(key))
+    formats: dict[str, _Format] = {}
+    origin: dict[str, str] = {}
+    patterns: list[Pattern] = []
+    extras: list[_Extra] = []
+    for name, text in files:
+        if name == "launchers.toml":
+            continue
+        loaded = _load_file(name, text)
+        if loaded is None:
+            continue
+        fmt, pats, exts = loaded
+        if fmt.name in formats:
+            raise FormatError(f"{name}: duplicate format name {fmt.name!r} (also in {origin[fmt.name]})")
+        formats[fmt.name] = fmt
+        origin[fmt.name] = name
+        patterns.extend(pats)
+        extras.extend(exts)
+    return FormatSet(patterns, formats, extras)
+
+
+def load_formats(directory: str | os.PathLike | None = None) -> FormatSet:
+    """Load and compile the format files (``None``: the packaged ones). Cached per directory."""
+    key = None if directory is None else str(Path(directory).resolve())
+    return _load(key)
