@@ -108,7 +108,7 @@ def _trie_regex(literals: Iterable[str]) -> str:
 
     def build(node: dict) -> str:
         end = "" in node
-        branches = [regex.escape(ch) + build(child) for ch, child in sorted(node.items()) if ch]
+        branches = [re.escape(ch) + build(child) for ch, child in sorted(node.items()) if ch]
         if not branches:
             return ""
         body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
@@ -136,16 +136,23 @@ class FormatSet:
         for idx, p in enumerate(self.patterns):
             for lit in p.contains:
                 by_literal[lit].add(idx)
-        # A literal found at some position implies every literal it contains: the scanner only
-        # reports the longest literal starting at each position.
+        # The scanner reports, left to right and without overlap, the longest literal starting at
+        # each position it tries. A literal found implies every literal inside it (closure); a
+        # literal that starts inside a reported one and runs past its end (a "partner": a suffix of
+        # the reported literal is a prefix of it) is checked with `in`.
         self._closure: dict[str, tuple[int, ...]] = {}
+        self._partners: dict[str, tuple[str, ...]] = {}
         for lit in lits:
             idxs: set[int] = set()
             for other in lits:
                 if other in lit:
                     idxs |= by_literal[other]
             self._closure[lit] = tuple(sorted(idxs))
-        self._scanner = regex.compile(_trie_regex(lits)) if lits else None
+            self._partners[lit] = tuple(
+                other for other in lits
+                if other not in lit and any(other.startswith(lit[k:]) for k in range(1, len(lit)))
+            )
+        self._scanner = re.compile(_trie_regex(lits)) if lits else None
 
     @property
     def counter_samples(self) -> tuple[tuple[Pattern, str], ...]:
@@ -160,9 +167,13 @@ class FormatSet:
         """Indices (into :attr:`patterns`) of the patterns whose literal prefilter passes."""
         if self._scanner is None:
             return ()
-        hits = set(self._scanner.findall(record, overlapped=True))
+        hits = set(self._scanner.findall(record))
         if not hits:
             return ()
+        for lit in tuple(hits):
+            for other in self._partners[lit]:
+                if other not in hits and other in record:
+                    hits.add(other)
         if len(hits) == 1:
             return self._closure[hits.pop()]
         cand: set[int] = set()
@@ -309,6 +320,8 @@ def _load_file(name: str, text: str) -> tuple[_Format, list[Pattern], list[_Extr
         for s in (*samples, *counter):
             if not isinstance(s, dict) or not isinstance(s.get("line"), str):
                 raise FormatError(f"{where}: every sample needs a 'line' string")
+            if set(s) - {"line", "fields"} or not isinstance(s.get("fields", {}), dict):
+                raise FormatError(f"{where}: sample keys are 'line' and 'fields' (a table): {sorted(s)}")
         prio = raw.get("priority", priority)
         if not isinstance(prio, int):
             raise FormatError(f"{where}: priority must be an integer")
