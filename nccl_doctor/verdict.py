@@ -51,7 +51,7 @@ def decide(job: JobModel, findings: list[Finding]) -> tuple[dict[str, Any] | Non
                     "why": f"{klass.rule}: {klass.summary}"}
     if klass is not None and klass is not wait and (culprit is None or klass.rule != culprit.rule):
         parts.append(f"{klass.title} ({klass.rule}): {klass.summary}" if culprit else klass.summary)
-    if wait is not None and wait is not klass:
+    if wait is not None and (wait is not klass or culprit is None):
         parts.append(wait.summary)
     if culprit is None and (klass is None or klass.rule == "MN3"):
         parts.append("the evidence does not single out one rank")
