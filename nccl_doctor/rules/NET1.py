@@ -1,0 +1,111 @@
+"""NET1: a network transport error between two hosts.
+
+Evidence: IB/RoCE completion errors (``Got completion from peer ... with error 12`` / ``status=12``
+/ ``IBV_WC_RETRY_EXC_ERR(12)``; 4 = local protection; 5 = flushed, always an echo), IB async
+events, libfabric/OFI request errors (``NET/OFI Request ... completed with error``), refused
+connections to ordinary addresses, ``Connection closed by remote peer`` / reset / broken pipe.
+
+The first error in causal order is the cause: a bad completion or fabric error beats a refused
+connection, which beats a closed socket; flushes, proxy/service-thread failures and ``-> 3``/``-> 6``
+chains are echoes. When another process of the job failed first for a local reason (NCCL OOM,
+/dev/shm, fabric manager, CUDA error), closed sockets are its echo and NET1 stays quiet; a
+completion error is reported anyway. Connections refused by a docker-bridge/loopback/link-local
+address belong to MN2.
+"""
+
+from __future__ import annotations
+
+from ..events import Event
+from ..model import JobModel
+from .base import Rule
+from .facts import first_ts
+from .nccl_facts import (
+    after_init,
+    after_shutdown,
+    in_causal_order,
+    local_causes,
+    peer_of,
+    proc_key,
+    ranks_hosts,
+    suspicious_addr,
+    transport_errors,
+    transport_tier,
+    who,
+)
+
+_IB_STATUS = {12: "transport retry counter exceeded (IBV_WC_RETRY_EXC_ERR: the peer stopped acknowledging)",
+              4: "local protection error (IBV_WC_LOC_PROT_ERR: memory registration / GPUDirect problem)",
+              13: "RNR retry exceeded (the receiver was not ready)",
+              10: "remote access error", 11: "remote operation error", 9: "remote invalid request",
+              5: "work request flushed (an echo of an earlier error on the queue pair)"}
+
+
+def check(job: JobModel, rule: Rule) -> list:
+    errs = [e for e in transport_errors(job) if not after_shutdown(job, e)
+            and not (e.kind == "nccl_connect_err" and suspicious_addr(e.get("peer")))]
+    if not errs:
+        return []
+    best_tier = min(transport_tier(e) for e in errs)
+    primary = in_causal_order(e for e in errs if transport_tier(e) == best_tier)
+    if best_tier >= 1 and local_causes(job):
+        # Refused or closed sockets are what the peers of a process that failed locally (NCCL OOM,
+        # /dev/shm, fabric manager, CUDA error) see, even when they are printed first.
+        return []
+    first = primary[0]
+    echoes = in_causal_order(e for e in errs if transport_tier(e) > best_tier)
+    evidence = primary[:5] + echoes[:3]
+
+    peer_shown, peer_host = peer_of(job, first)
+    ranks, hosts = ranks_hosts(job, primary)
+    local = first.host or (hosts[0] if hosts else None)
+    pair_hosts = sorted({h for h in [local, peer_host] if h})
+    local_who = who(job, [first]) or "a process"
+    summary = f"{_describe(first)}: {local_who}"
+    if peer_shown:
+        summary += f" <-> peer {peer_shown}" + (f" ({peer_host})" if peer_host and peer_host not in peer_shown else "")
+        if peer_host is not None and peer_host == local:
+            summary += "; the peer is on the same host, so a local peer process (or its proxy thread) died " \
+                       "rather than the network"
+        elif first.kind == "nccl_connect_err":
+            summary += "; the peer's process is gone or its node's network is broken: check or exclude that node"
+    if local and peer_host and local != peer_host:
+        summary += f"; host pair {local} <-> {peer_host}"
+    phase = "after communicator init (first traffic)" if after_init(job, first) else None
+    if phase:
+        summary += f"; {phase}"
+    others = len({proc_key(e) for e in primary}) - 1
+    if others > 0:
+        summary += f"; {others} more process(es) reported the same"
+    if echoes:
+        summary += f"; {len(echoes)} later line(s) are echoes"
+    severity, confidence = ("error", "high") if best_tier <= 1 else ("error", "medium")
+    if best_tier >= 3:
+        # Only echoes (flushes, proxy threads noticing a dead socket): the first error is not in these logs.
+        severity, confidence = "warning", "low"
+        summary += "; only secondary errors are visible, the first error is missing from these logs"
+    return [rule.finding(summary, severity=severity, confidence=confidence, ranks=ranks, hosts=pair_hosts or hosts,
+                         evidence=evidence, first_seen=first_ts(evidence))]
+
+
+def _describe(ev: Event) -> str:
+    k = ev.kind
+    if k == "nccl_ib_cqe":
+        status = ev.get("status")
+        try:
+            code = int(status)
+        except (TypeError, ValueError):
+            code = None
+        meaning = _IB_STATUS.get(code, "a failed work completion") if code is not None else "a failed work completion"
+        vendor = f", vendor err {ev.get('vendor_err')}" if ev.get("vendor_err") not in (None, "") else ""
+        return f"IB completion error {status if status is not None else '?'} ({meaning}{vendor})"
+    if k == "nccl_ib_async":
+        return f"IB async event {ev.get('event') or ''}".strip()
+    if k == "nccl_ofi_error" or "net/ofi" in ev.text.lower():
+        rc, err = ev.get("rc"), ev.get("err")
+        detail = ", ".join(x for x in (f"RC {rc}" if rc else "", f"error {err}" if err else "") if x)
+        return f"libfabric/OFI request failed ({detail or 'completed with error'})"
+    if k == "nccl_connect_err":
+        return f"connect failed ({ev.get('err') or 'refused'})"
+    if k == "nccl_sock_closed":
+        return "socket closed by the remote peer"
+    return f"socket error ({ev.get('err') or ev.text[-80:]})"
