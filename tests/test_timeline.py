@@ -1,0 +1,165 @@
+"""The timeline model: rows per rank grouped by host, statuses, marks on two axes, the last rank."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from fake_report import hang_report, rank_state
+
+from nccl_doctor.events import Event
+from nccl_doctor.model.job import JobModel
+from nccl_doctor.timeline import KEEP, RUNNING_X, STATUSES, build, fmt_duration, natural_key, nice_step
+
+
+def _rank(tl, rank: int):
+    return tl.info(tl.rows_of([rank])[0])
+
+
+def test_one_row_per_rank_grouped_by_host():
+    tl = build(hang_report(n=16, per_host=4, culprit=5))
+    assert tl.n == 16
+    assert list(tl.ranks["rank"]) == list(range(16))
+    assert list(tl.ranks["host"].unique()) == [f"gpu-node-{i:02d}" for i in range(4)]
+    assert tl.status_counts() == {"failed": 1, "timed_out": 15, "silent": 0, "lagging": 0, "ok": 0}
+
+
+def test_hosts_in_natural_order():
+    rep = hang_report(n=24, per_host=2)
+    for st in rep.job.ranks:
+        st.host = f"node-{st.rank // 2}"
+    tl = build(rep)
+    assert list(tl.ranks["host"].unique())[:3] == ["node-0", "node-1", "node-2"]
+    assert natural_key("node-9") < natural_key("node-10")
+
+
+def test_wall_clock_axis_when_lines_carry_time():
+    tl = build(hang_report(timed=True))
+    assert tl.axis == "time" and tl.t0 is not None
+    waiter = tl.marks_of(tl.rows_of([0])[0])
+    culprit = tl.marks_of(tl.rows_of([5])[0])
+    assert waiter.loc[waiter["mark"] == "timeout", "t"].iloc[0] == pytest.approx(1810)  # t0 = the first timestamp (T0 + 10 s)
+    assert culprit.loc[culprit["mark"] == "error", "t"].iloc[0] == pytest.approx(10)
+    assert _rank(tl, 5)["last_t"] == pytest.approx(11)
+
+
+def test_progress_axis_without_timestamps():
+    tl = build(hang_report(timed=False))
+    assert tl.axis == "progress" and tl.t0 is None
+    assert tl.counter == "pg:default" and tl.counter_base == 4520
+    waiter, culprit = _rank(tl, 0), _rank(tl, 5)
+    assert waiter["counter_value"] == 4521 and culprit["counter_value"] == 4520
+    assert culprit["progress"] < waiter["progress"]
+    assert tl.progress_label(waiter["progress"]) == "SeqNum 4521 (default)"
+    assert tl.progress_label(3.0) == "init_start" and tl.progress_label(RUNNING_X) == "running"
+    marks = tl.marks_of(tl.rows_of([0])[0])
+    stages = marks[marks["mark"] == "stage"]
+    assert list(stages["label"]) == ["started", "init_start", "init_complete", "running"]
+    assert list(stages["x"]) == sorted(stages["x"])
+    assert marks.loc[marks["mark"] == "timeout", "x"].iloc[0] == waiter["progress"]
+
+
+def test_last_rank_comes_from_the_report_when_present():
+    tl = build(hang_report(n=16, culprit=9, verdict=True))
+    assert tl.last["source"] == "verdict" and tl.last["ranks"] == [9]
+    assert tl.ranks.loc[tl.ranks["is_last"], "rank"].tolist() == [9]
+    assert tl.last["label"].startswith("rank 9 on gpu-node-02")
+
+
+def test_last_rank_is_the_one_furthest_behind_otherwise():
+    tl = build(hang_report(n=16, culprit=9, verdict=False, timed=False))
+    assert tl.last["source"] == "timeline" and tl.last["ranks"] == [9]
+    assert "fell furthest behind: SeqNum 4520" in tl.last["why"]
+    assert "15 ranks reached SeqNum 4521" in tl.last["why"]
+
+
+def test_no_last_rank_when_nobody_stands_out():
+    rep = hang_report(n=8, culprit=99, verdict=False)  # no culprit: everyone timed out together
+    tl = build(rep)
+    assert tl.last is None
+    assert set(tl.ranks["status"]) == {"timed_out"}
+
+
+def test_missing_ranks_are_silent_rows():
+    tl = build(hang_report(n=8, culprit=5, missing=(3,), verdict=False))
+    r = _rank(tl, 3)
+    assert r["missing"] and r["status"] == "silent" and r["host"] is None
+    assert len(tl.marks_of(tl.rows_of([3])[0])) == 0
+    assert tl.ranks.iloc[-1]["rank"] == 3  # ranks with no host come last
+
+
+def test_silent_and_lagging_are_derived_across_ranks():
+    rep = hang_report(n=8, culprit=99, verdict=False, timed=True)
+    quiet = rank_state(6, "gpu-node-01", culprit=False, seq=4521, timed=True)
+    quiet.timeouts.clear()
+    quiet.events = [e for e in quiet.events if e.kind != "torch_wd_timeout"]
+    quiet.last_line.ts = quiet.events[-1].ts  # stopped writing 30 min before the others
+    slow = rank_state(7, "gpu-node-01", culprit=False, seq=4521, timed=False)
+    slow.timeouts.clear()
+    slow.events = [e for e in slow.events if e.kind not in ("torch_wd_timeout", "torch_work_update")]
+    slow.last_line.ts = rep.job.ranks[0].last_line.ts
+    rep.job.ranks[6:8] = [quiet, slow]
+    tl = build(rep)
+    assert _rank(tl, 6)["status"] == "silent"
+    assert _rank(tl, 7)["status"] == "lagging"
+    assert tl.last["ranks"] == [7] and "behind" in tl.last["why"]
+
+
+def test_statuses_given_by_the_model_are_used_as_they_are():
+    rep = hang_report(n=4, per_host=2, culprit=1)
+    rep.job.ranks[0].status = "lagging"
+    tl = build(rep)
+    assert list(tl.ranks["status"]) == ["lagging", "ok", "ok", "ok"]
+
+
+def test_healthy_job_stays_ok():
+    rep = hang_report(n=8, culprit=99, verdict=False)
+    for st in rep.job.ranks:
+        st.events = [e for e in st.events if e.kind != "torch_wd_timeout"]
+        st.timeouts.clear()
+    rep.job.ranks[3].events = rep.job.ranks[3].events[:2]  # fewer INFO lines: not a reason to lag
+    tl = build(rep)
+    assert set(tl.ranks["status"]) == {"ok"} and tl.last is None
+
+
+def test_marks_are_capped_per_rank():
+    rep = hang_report(n=4, per_host=2, culprit=1)
+    st = rep.job.ranks[1]
+    for i in range(50):
+        st.events.append(Event("nccl_warn", st.files[0], 100 + i, text=f"NCCL WARN {i}"))
+    marks = build(rep).marks_of(1)
+    assert (marks["mark"] == "warning").sum() == 2 * KEEP
+
+
+def test_rows_of_findings():
+    tl = build(hang_report(n=16, per_host=4, culprit=5))
+    rk1 = next(f for f in tl.findings if f["rule"] == "RK1")
+    assert rk1["rows"] == tl.rows_of([5])  # ranks named: the hosts do not widen it
+    assert len(tl.rows_of(hosts=["gpu-node-01"])) == 4
+
+
+def test_untrusted_text_is_kept_raw_in_the_model():
+    tl = build(hang_report(n=4, per_host=2, culprit=1, hostile_rank=2))
+    assert "\x1b]52" in _rank(tl, 2)["last_text"]  # renderers neutralise it, the model does not alter data
+
+
+def test_empty_job():
+    job = JobModel(ranks=[], events=[], ranks_expected=None, hosts=[], files=[], last_lines={})
+    rep = hang_report(n=1)
+    rep.job, rep.findings, rep.verdict, rep.last_rank_to_report = job, [], None, None
+    tl = build(rep)
+    assert tl.n == 0 and tl.last is None and tl.axis == "progress"
+    assert tl.status_counts() == dict.fromkeys(STATUSES, 0)
+
+
+def test_helpers():
+    assert nice_step(7) == 10 and nice_step(100) == 120 and nice_step(200000) == 259200
+    assert fmt_duration(42) == "42s" and fmt_duration(1800) == "30m" and fmt_duration(7500) == "2h05"
+
+
+def test_16k_ranks_build_quickly():
+    rep = hang_report(n=16384, per_host=8, culprit=12345)
+    start = time.perf_counter()
+    tl = build(rep)
+    assert time.perf_counter() - start < 10
+    assert tl.n == 16384 and tl.last["ranks"] == [12345]
