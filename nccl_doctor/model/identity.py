@@ -1,10 +1,13 @@
 """Who wrote each event: group events into processes and give each process its global rank.
 
-``[N]`` in an NCCL prefix is the CUDA device, never the rank. Ranks come, in order of trust, from
-launcher prefixes that carry the global rank (``[rank12]:``, ``srun --label``, Open MPI tags), the
-NCCL communicator that spans the whole job (``comm .. rank R nranks WORLD``), torch's
-``initialization options ... global rank``, the file name (``rank-12.log``), and last, the rank
-inside the default process group. When none applies the process keeps no rank: we never guess.
+``[N]`` in an NCCL prefix is the CUDA device, never the rank. A process is known by several keys:
+its NCCL ``host:pid``, the global rank a launcher prefix gives (``[rank12]:``, ``srun --label``,
+Open MPI tags), the torchrun local rank ``[default3]:`` within one file. Keys seen on the same line,
+or in a file written by one process only, belong to the same process (union-find). Its global rank
+then comes, in order of trust, from a launcher prefix, the NCCL communicator that spans the whole
+job (``comm .. rank R nranks WORLD``), torch's ``initialization options ... global rank``, the file
+name (``rank-12.log``), and last the rank inside the default process group. When none applies the
+process keeps no rank: we never guess.
 """
 
 from __future__ import annotations
@@ -15,8 +18,10 @@ from dataclasses import dataclass, field
 
 from ..events import Event
 
-_FILE_RANK = re.compile(r"(?:^|[^a-z])(?:rank|proc|task|worker|node_rank)[-_.]?(\d{1,7})(?:\D|$)", re.I)
+#: Only explicit words: "worker-1" or "node-3" in a file name is usually a host, not a rank.
+_FILE_RANK = re.compile(r"(?:^|[^a-z])(?:rank|task)[-_.]?(\d{1,7})(?:\D|$)", re.I)
 _DEFAULT_PG = {None, 0, "0", "default_pg"}
+_TRUST = {"launcher": 0, "nccl communicator": 1, "torch options": 2, "file name": 3, "default group": 4}
 
 
 @dataclass(slots=True)
@@ -34,6 +39,26 @@ class Proc:
     events: list[Event] = field(default_factory=list)
 
 
+class _Union:
+    def __init__(self) -> None:
+        self.parent: dict = {}
+
+    def find(self, k):
+        parent = self.parent
+        parent.setdefault(k, k)
+        root = k
+        while parent[root] != root:
+            root = parent[root]
+        while parent[k] != root:  # path compression
+            parent[k], k = root, parent[k]
+        return root
+
+    def union(self, a, b) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[rb] = ra
+
+
 def file_rank(path: str) -> int | None:
     """Rank from a file name like ``rank-00012.log``, ``worker_3.out``; None when absent."""
     name = path.replace("\\", "/").rsplit("/", 1)[-1]
@@ -43,80 +68,97 @@ def file_rank(path: str) -> int | None:
 
 def _is_default_pg(ev: Event) -> bool:
     f = ev.fields
-    return f.get("pg_id") in _DEFAULT_PG and f.get("pg_guid") in _DEFAULT_PG | {"default_pg"}
+    return f.get("pg_id") in _DEFAULT_PG and f.get("pg_guid") in _DEFAULT_PG
+
+
+def _keys(ev: Event, file_has_labels: bool) -> list[tuple]:
+    keys = []
+    if ev.host is not None and ev.pid is not None:
+        keys.append(("proc", ev.host, ev.pid))
+    if ev.rank is not None:
+        keys.append(("rank", ev.rank))
+    if ev.local_rank is not None:
+        keys.append(("local", ev.file, ev.local_rank))
+    if not keys and ev.fields.get("pg_rank") is not None and _is_default_pg(ev) and not file_has_labels:
+        # torch <= 2.1 lines carry only "[Rank N]": in the default group that is the global rank.
+        ev.rank = ev.fields["pg_rank"]
+        keys.append(("rank", ev.rank))
+    return keys
 
 
 def build_processes(events: list[Event], world: int | None) -> list[Proc]:
     """Group events into processes and assign global ranks (see module docstring)."""
-    # 1. Which (host, pid) processes each file holds, and which launcher ranks.
     file_procs: dict[str, set] = defaultdict(set)
-    file_ranks: dict[str, set] = defaultdict(set)
+    file_labels: set[str] = set()
     for ev in events:
         if ev.host is not None and ev.pid is not None:
             file_procs[ev.file].add((ev.host, ev.pid))
-        if ev.rank is not None:
-            file_ranks[ev.file].add(ev.rank)
+        if ev.rank is not None or ev.local_rank is not None:
+            file_labels.add(ev.file)
 
-    procs: dict[tuple, Proc] = {}
-    link_rank: dict[int, tuple] = {}  # launcher rank -> (host, pid) seen on the same line
-
-    def proc_for(key: tuple) -> Proc:
-        p = procs.get(key)
-        if p is None:
-            p = procs[key] = Proc(key=key)
-        return p
-
+    uf = _Union()
+    ev_key: list[tuple] = []
     for ev in events:
+        keys = _keys(ev, ev.file in file_labels)
         fp = file_procs.get(ev.file, ())
-        if ev.host is not None and ev.pid is not None:
-            key = ("proc", ev.host, ev.pid)
-            if ev.rank is not None:
-                link_rank.setdefault(ev.rank, key)
-        elif ev.rank is not None:
-            key = ("rank", ev.rank)
-        elif len(fp) == 1:
-            key = ("proc", *next(iter(fp)))
-        elif ev.local_rank is not None:
-            key = ("local", ev.file, ev.local_rank)
-        elif "pg_rank" in ev.fields and ev.fields.get("pg_rank") is not None and _is_default_pg(ev) \
-                and not file_ranks.get(ev.file):
-            key = ("rank", ev.fields["pg_rank"])
-            ev.rank = ev.fields["pg_rank"]
-        else:
-            key = ("file", ev.file)
-        p = proc_for(key)
-        p.events.append(ev)
-        p.files.add(ev.file)
+        if len(fp) == 1:  # a file written by one process: everything in it is that process
+            keys.append(("proc", *next(iter(fp))))
+        if not keys:
+            keys = [("file", ev.file)]
+        for k in keys[1:]:
+            uf.union(keys[0], k)
+        ev_key.append(keys[0])
 
-    # 2. Merge launcher-rank processes into the (host, pid) process they are linked to, and
-    #    single-process files' rank-only events into that file's process.
-    for key in list(procs):
-        if key[0] != "rank" or key not in procs:
+    # Files holding several writers (interleaved, per-node) say nothing about one rank by their name.
+    shared = {f for f, procs in file_procs.items() if len(procs) > 1}
+    shared |= {e.file for e in events if e.rank is not None and file_rank(e.file) not in (None, e.rank)}
+    groups: dict = defaultdict(list)
+    for ev, k in zip(events, ev_key, strict=True):
+        groups[uf.find(k)].append(ev)
+    procs = [Proc(key=root, events=evs, files={e.file for e in evs}) for root, evs in groups.items()]
+    for p in procs:
+        _fill_identity(p, world, shared)
+    return _merge_same_rank(procs)
+
+
+def _merge_same_rank(procs: list[Proc]) -> list[Proc]:
+    """A rank known from a launcher prefix in one file (torch lines) and from the world communicator
+    in another (NCCL_DEBUG_FILE) is one process when only one of the two has a host:pid."""
+    by_rank: dict[int, list[Proc]] = defaultdict(list)
+    for p in procs:
+        if p.rank is not None:
+            by_rank[p.rank].append(p)
+    dropped: set[int] = set()
+    for ps in by_rank.values():
+        if len(ps) < 2:
             continue
-        target = link_rank.get(key[1])
+        located = [p for p in ps if p.pid is not None]
+        hosts = {p.host for p in located}
+        if len(hosts) > 1:
+            # Two hosts claim one rank: keep the better-sourced claim, unset the weaker ones.
+            located.sort(key=lambda p: _TRUST.get(p.rank_source or "", 9))
+            for p in located[1:]:
+                if _TRUST.get(p.rank_source or "", 9) > _TRUST.get(located[0].rank_source or "", 9):
+                    p.rank, p.rank_source = None, None
+            continue
+        target = min(located, key=lambda p: _TRUST.get(p.rank_source or "", 9)) if len(located) == 1 else None
         if target is None:
-            files = procs[key].files
-            cands = {next(iter(file_procs[f])) for f in files if len(file_procs.get(f, ())) == 1}
-            if len(cands) == 1:
-                target = ("proc", *cands.pop())
-        if target is not None and target in procs:
-            _merge(procs[target], procs.pop(key))
-            procs[target].rank = key[1]
-            procs[target].rank_source = "launcher"
-
-    for p in procs.values():
-        _fill_identity(p, world)
-    _dedupe_ranks(procs)
-    return list(procs.values())
-
-
-def _merge(dst: Proc, src: Proc) -> None:
-    dst.events.extend(src.events)
-    dst.events.sort(key=lambda e: (e.file, e.line))
-    dst.files |= src.files
+            continue  # several pids on one host (restarts): separate generations of one rank
+        for p in ps:
+            if p is target:
+                continue
+            target.events.extend(p.events)
+            target.files |= p.files
+            dropped.add(id(p))
+            if _TRUST.get(p.rank_source or "", 9) < _TRUST.get(target.rank_source or "", 9):
+                target.rank_source = p.rank_source
+            if target.local_rank is None:
+                target.local_rank = p.local_rank
+        target.events.sort(key=lambda e: (e.file, e.line))
+    return [p for p in procs if id(p) not in dropped]
 
 
-def _fill_identity(p: Proc, world: int | None) -> None:
+def _fill_identity(p: Proc, world: int | None, shared: set[str]) -> None:
     hosts = Counter(e.host for e in p.events if e.host)
     p.host = hosts.most_common(1)[0][0] if hosts else None
     pids = Counter(e.pid for e in p.events if e.pid is not None)
@@ -125,14 +167,14 @@ def _fill_identity(p: Proc, world: int | None) -> None:
     p.cuda_dev = devs.most_common(1)[0][0] if devs else None
     lrs = Counter(e.local_rank for e in p.events if e.local_rank is not None)
     p.local_rank = lrs.most_common(1)[0][0] if lrs else None
-    if p.rank is not None:
-        return
     launcher = Counter(e.rank for e in p.events if e.rank is not None)
     if launcher:
         p.rank, p.rank_source = launcher.most_common(1)[0][0], "launcher"
+        if all(e.rank is None or e.fields.get("pg_rank") == e.rank for e in p.events) and \
+                not any(e.host for e in p.events) and _only_pg_ranks(p):
+            p.rank_source = "default group"
         return
-    # The communicator spanning the job: the largest nranks seen by this process.
-    best = None
+    best = None  # the communicator spanning the job: the largest nranks seen by this process
     for e in p.events:
         if e.kind in ("nccl_init", "nccl_topo") and e.get("rank") is not None and e.get("nranks"):
             if best is None or e.get("nranks") > best.get("nranks"):
@@ -144,29 +186,12 @@ def _fill_identity(p: Proc, world: int | None) -> None:
         if e.kind == "torch_pg_options" and e.get("global_rank") is not None:
             p.rank, p.rank_source = e.get("global_rank"), "torch options"
             return
-    for f in sorted(p.files):
+    for f in sorted(p.files - shared):
         r = file_rank(f)
         if r is not None:
             p.rank, p.rank_source = r, "file name"
             return
 
 
-def _dedupe_ranks(procs: dict[tuple, Proc]) -> None:
-    """Two processes claiming one rank: keep the better-sourced claim, drop the weaker ones' rank."""
-    order = {"launcher": 0, "nccl communicator": 1, "torch options": 2, "file name": 3}
-    by_rank: dict[int, list[Proc]] = defaultdict(list)
-    for p in procs.values():
-        if p.rank is not None:
-            by_rank[p.rank].append(p)
-    for _rank, ps in by_rank.items():
-        if len(ps) < 2:
-            continue
-        # Same rank in several processes is legitimate after a restart (new pid); keep all when
-        # they are on the same host. Otherwise the weaker claims lose the rank.
-        hosts = {p.host for p in ps}
-        if len(hosts) <= 1:
-            continue
-        ps.sort(key=lambda p: order.get(p.rank_source or "", 9))
-        for p in ps[1:]:
-            if order.get(p.rank_source or "", 9) > order.get(ps[0].rank_source or "", 9):
-                p.rank, p.rank_source = None, None
+def _only_pg_ranks(p: Proc) -> bool:
+    return all(e.fields.get("pg_rank") is not None for e in p.events if e.rank is not None)
