@@ -54,7 +54,8 @@ def _startup_collective(frame: Event) -> bool:
 
 
 def _hang_evidence(job: JobModel) -> list[Event]:
-    """Where ranks are stuck: collective stack frames, broadcast/barrier timeouts, store waits."""
+    """Where ranks are stuck, every line of it: collective stack frames, broadcast/barrier
+    timeouts, communicator-creation and store waits (cite a few with ``_cite``)."""
     frames = job.by_kind("stack_frame_collective")
     timeouts = [e for e in job.by_kind("torch_wd_timeout", "torch_wd_status", "torch_desync_timeout")
                 if str(e.get("op") or "").upper() in _HANG_OPS]
@@ -64,10 +65,19 @@ def _hang_evidence(job: JobModel) -> list[Event]:
     # timeout (a rank never started) is not this hang.
     store = [e for e in job.by_kind("torch_store_timeout")
              if "wait timeout" in str(e.get("err") or e.text) and e not in stuck_init]
-    # Innermost torch frame first, then the DeepSpeed frame that called it.
-    torch_frames = [e for e in frames if not _is_deepspeed_frame(e)][:1]
-    ds_frames = [e for e in frames if _is_deepspeed_frame(e)][:2]
-    return torch_frames + ds_frames + timeouts[:2] + stuck_init[:2] + store[:2]
+    return frames + timeouts + stuck_init + store
+
+
+def _cite(hang: list[Event]) -> list[Event]:
+    """A readable selection: the innermost torch frame, the DeepSpeed frames that called it, then
+    the first two lines of each other kind of hang evidence."""
+    frames = [e for e in hang if e.kind == "stack_frame_collective"]
+    out = [e for e in frames if not _is_deepspeed_frame(e)][:1] + [e for e in frames if _is_deepspeed_frame(e)][:2]
+    for kinds in (("torch_wd_timeout", "torch_wd_status", "torch_desync_timeout"), ("torch_store_timeout",)):
+        out += [e for e in hang if e.kind in kinds][:2]
+    out += [e for e in hang if e.kind not in ("stack_frame_collective", "torch_wd_timeout", "torch_wd_status",
+                                               "torch_desync_timeout", "torch_store_timeout")][:2]
+    return out
 
 
 def check(job: JobModel, rule: Rule) -> list:
@@ -141,7 +151,7 @@ def _deadlock(job: JobModel, rule: Rule, ds_lines: list[Event], versions: list, 
     elif old_ds and not second_pg:
         confidence = "low"
     evidence = (job.by_kind("ds_version")[:1] + job.by_kind("ds_init_backend")[:1] + second_pg[:1]
-                + guessed_gpu[:1] + hang)
+                + guessed_gpu[:1] + _cite(hang))
     return rule.finding(summary, severity=severity, confidence=confidence,
                         ranks=ranks, hosts=ranks_hosts(job, hang + guessed_gpu)[1],
                         evidence=evidence, first_seen=first_ts(evidence))

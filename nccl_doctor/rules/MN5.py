@@ -21,15 +21,15 @@ from dataclasses import dataclass, field
 from ..events import Event
 from ..model import JobModel
 from .base import Rule
-from .facts import first_ts
+from .facts import Failure, first_failure, first_ts
 from .launcher_facts import attempt_in_path, error_signature, ranks_text, short, step_of, strip_attempt
 from .nccl_facts import int_in, ranks_hosts
 
 #: Errors whose repetition across attempts means a crash loop (a deterministic failure).
 _LOOP_ERROR_KINDS = ("python_exception", "cuda_oom", "cuda_error", "torch_nccl_error", "nccl_cuda_fail",
                      "nccl_alloc_fail", "nccl_dup_gpu", "nccl_shm", "signal")
-#: Failures that can explain why the group was restarted (quoted as the trigger).
-_TRIGGER_KINDS = _LOOP_ERROR_KINDS + ("elastic_failed", "elastic_cfe", "mp_spawn_failed")
+#: Lines a process prints once when it starts: seen again after progress, the script re-ran.
+_BANNER_KINDS = ("nccl_version", "torch_version", "ds_version", "ds_init_backend")
 
 
 @dataclass(slots=True)
@@ -43,8 +43,21 @@ class Restarts:
     attempts_left: Event | None = None  # first "k/N attempts left" line
 
 
-def _marker_generation(ev: Event, current: int) -> int | None:
-    """The generation an event starts, or None when it is not a restart marker."""
+def _numbered(ev: Event) -> bool:
+    """A restart marker that carries its own count (not a membership-change echo)."""
+    return (ev.kind == "elastic_restart" and ev.get("left") is not None) \
+        or (ev.kind in ("elastic_rdzv", "elastic_attempt")
+            and (int_in(ev.get("restart_count", ev.get("attempt"))) or 0) > 0)
+
+
+def _marker_generation(ev: Event, current: int, numbered_job: bool) -> int | None:
+    """The generation an event starts, or None when it is not a restart marker.
+
+    When one agent's workers fail, the *other* agents log ``Detected N new nodes ...; will restart
+    worker group`` for the same restart: such lines start a generation only in a job with no
+    numbered restart evidence (a pure scale-up)."""
+    if ev.kind == "elastic_restart" and ev.get("left") is None:
+        return current + 1 if not numbered_job else None
     if ev.kind == "elastic_restart":
         left, most = int_in(ev.get("left")), int_in(ev.get("max"))
         # "3/3 attempts left" is printed before the first restart: next attempt = max - left + 1.
@@ -73,13 +86,14 @@ def segment_restarts(job: JobModel) -> Restarts:
         by_file[ev.file].append(ev)
     unmarked: list[list[Event]] = []
     marker_times: list[tuple[float, int]] = []
+    numbered_job = any(_numbered(e) for e in job.by_kind("elastic_restart", "elastic_rdzv", "elastic_attempt"))
     for path, events in by_file.items():
         gen = attempt_in_path(path) or 0
         has_marker = False
         for ev in events:
             if ev.kind == "elastic_group_failed":
                 out.group_failed.append(ev)
-            started = _marker_generation(ev, gen)
+            started = _marker_generation(ev, gen, numbered_job)
             if started is not None:
                 has_marker = True
                 out.markers.append(ev)
@@ -92,11 +106,25 @@ def segment_restarts(job: JobModel) -> Restarts:
             out.count = max(out.count, gen)
         if not has_marker and attempt_in_path(path) is None:
             unmarked.append(events)
-    for events in unmarked if marker_times else ():
-        for ev in events:
-            if ev.ts is not None:
-                out.gen_of[id(ev)] = max((g for t, g in marker_times if t <= ev.ts), default=0)
+    for events in unmarked if out.markers else ():
+        _place_unmarked(out, events, marker_times)
     return out
+
+
+def _place_unmarked(out: Restarts, events: list[Event], marker_times: list[tuple[float, int]]) -> None:
+    """Generations in a file with no restart line, in a job that restarted: by time against the
+    markers when the event has a timestamp, else by start-up banners (a process printing its
+    banner again after it made progress is the next attempt)."""
+    gen, progressed = 0, False
+    for ev in events:
+        if ev.kind in _BANNER_KINDS and progressed:
+            gen, progressed = gen + 1, False
+        elif ev.kind in ("train_step", "train_epoch"):
+            progressed = True
+        if ev.ts is not None and marker_times:
+            out.gen_of[id(ev)] = max((g for t, g in marker_times if t <= ev.ts), default=0)
+        else:
+            out.gen_of[id(ev)] = gen
 
 
 def _stream(ev: Event) -> tuple:
@@ -161,10 +189,19 @@ def _describe_restart(rs: Restarts) -> str:
     return f"torchrun restarted the worker group {times}" + (f" ({', '.join(bits)})" if bits else "")
 
 
-def _trigger(job: JobModel, rs: Restarts) -> Event | None:
-    """The first failure before the first restart (why the group was restarted), if logged."""
-    first_gen = [e for e in job.by_kind(*_TRIGGER_KINDS) if rs.gen_of.get(id(e), 0) == 0]
-    return min(first_gen, key=lambda e: (e.ts is None, e.ts or 0.0, e.file, e.line), default=None)
+def _trigger(job: JobModel, rs: Restarts) -> Failure | None:
+    """The job's first failure, when it happened before the first restart (why it restarted)."""
+    failed = first_failure(job)
+    if failed is None or not failed.events or rs.gen_of.get(id(failed.events[0]), 0) != 0:
+        return None
+    return failed
+
+
+def _why(failed: Failure | None) -> str:
+    if failed is None:
+        return ""
+    who = f"rank {failed.rank}" if failed.rank is not None else "a worker"
+    return f" after {who}{f' on {failed.host}' if failed.host else ''} failed ({failed.what})"
 
 
 def check(job: JobModel, rule: Rule) -> list:
@@ -173,8 +210,12 @@ def check(job: JobModel, rule: Rule) -> list:
         return _group_failed_only(job, rule, rs)
     restart_text = _describe_restart(rs)
     first_marker = min(rs.markers, key=lambda e: (e.file, e.line))
-    trigger = _trigger(job, rs)
+    failed = _trigger(job, rs)
+    trigger = failed.events[0] if failed is not None else None
+    restart_text += _why(failed)
     lead = [trigger, first_marker] if trigger is not None else [first_marker]
+    culprit = ([failed.rank] if failed is not None and failed.rank is not None else [],
+               [failed.host] if failed is not None and failed.host else [])
 
     loop = _crash_loop(job, rs)
     if loop:
@@ -190,7 +231,7 @@ def check(job: JobModel, rule: Rule) -> list:
     resets, loads, resumed = _resets(job, rs)
     if resets:
         before, after = resets[0]
-        who = sorted({e.rank for _, e in resets if e.rank is not None})
+        who, where = ranks_hosts(job, [e for _, e in resets])
         whom = ranks_text(who) + " " if who else ""
         loaded_here = [e for e in loads if rs.gen_of.get(id(e)) == rs.gen_of.get(id(after))]
         how = "although a checkpoint was loaded (weights only, not the training state)" if loaded_here \
@@ -199,7 +240,7 @@ def check(job: JobModel, rule: Rule) -> list:
         return [rule.finding(
             f"{restart_text}, and {whom}progress went back from step {step_of(before)} to "
             f"{step_of(after)} {how}: the work since the last start was lost",
-            severity="error", confidence="high", ranks=who, hosts=ranks_hosts(job, [e for _, e in resets])[1],
+            severity="error", confidence="high", ranks=culprit[0] or who, hosts=culprit[1] or where,
             evidence=evidence, first_seen=first_ts(evidence))]
 
     if loads:
@@ -226,19 +267,19 @@ def check(job: JobModel, rule: Rule) -> list:
     return [rule.finding(
         f"{restart_text} and no checkpoint load is logged after the restart: the script started again "
         "from the top, so training restarts from step 0 unless it restores state itself",
-        severity="error", confidence="medium", ranks=ranks_hosts(job, [trigger] if trigger else [])[0],
-        hosts=ranks_hosts(job, evidence)[1], evidence=evidence, first_seen=first_ts(evidence))]
+        severity="error", confidence="medium", ranks=culprit[0], hosts=culprit[1], evidence=evidence,
+        first_seen=first_ts(evidence))]
 
 
 def _group_failed_only(job: JobModel, rule: Rule, rs: Restarts) -> list:
     """Pre-torchrun torchelastic: ``[default] Worker group failed`` without a visible restart."""
     if not rs.group_failed:
         return []
-    trigger = _trigger(job, rs)
-    evidence = ([trigger] if trigger is not None else []) + rs.group_failed[:3]
-    why = f" after {short(trigger)}" if trigger is not None else ""
+    failed = _trigger(job, rs)
+    evidence = failed.events[:1] + rs.group_failed[:3] if failed is not None else rs.group_failed[:3]
+    why = _why(failed)
     return [rule.finding(
         f"the torchelastic worker group failed{why}; whether the agent restarted it is not in the logs "
         "— if it did, the script re-ran from the top and must restore its checkpoint",
-        severity="info", confidence="low", ranks=ranks_hosts(job, [trigger] if trigger else [])[0],
-        hosts=ranks_hosts(job, evidence)[1], evidence=evidence, first_seen=first_ts(evidence))]
+        severity="info", confidence="low", ranks=[failed.rank] if failed and failed.rank is not None else [],
+        hosts=[failed.host] if failed and failed.host else [], evidence=evidence, first_seen=first_ts(evidence))]

@@ -100,8 +100,14 @@ def _below_min_np(job: JobModel, rule: Rule, fatal: list[Event], shutdown: list[
     summary = f"Horovod elastic {why}" + (f" (min-np {min_np})" if min_np is not None else "")
     if context:
         summary += " " + "; ".join(context)
-    evidence = shrink_events + exits[:2] + fatal[:2] + shutdown[:1]
-    return rule.finding(summary, severity="error", confidence="high", hosts=hosts or ranks_hosts(job, exits)[1],
+    # The stall inspector, when it ran, names the ranks the job lost.
+    stall_lines = job.by_kind("hvd_missing_ranks")
+    missing = _missing_ranks(stall_lines)
+    if missing:
+        summary += f"; {ranks_text(missing)} missing"
+    evidence = shrink_events + exits[:2] + fatal[:2] + shutdown[:1] + stall_lines[:1]
+    return rule.finding(summary, severity="error", confidence="high", ranks=missing,
+                        hosts=hosts or ranks_hosts(job, exits)[1],
                         evidence=sorted(evidence, key=lambda e: (e.ts is None, e.ts or 0.0, e.file, e.line)),
                         first_seen=first_ts(evidence))
 
