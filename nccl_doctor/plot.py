@@ -10,6 +10,7 @@ ranks whose status differs from the job's usual one, and ranks that stopped far 
 from __future__ import annotations
 
 import datetime as _dt
+import os
 from typing import Any
 
 import numpy as np
@@ -59,7 +60,7 @@ def plot_rows(tl: Timeline) -> pd.DataFrame:
     block = {h: i // per for i, h in enumerate(hosts)}
     for _, g in rest.groupby(rest["host"].fillna("(no host)").map(block), sort=True):
         hs = list(dict.fromkeys(g["host"].fillna("(no host)")))
-        name = hs[0] if len(hs) == 1 else f"{hs[0]} … {hs[-1]}"
+        name = hs[0] if len(hs) == 1 else _host_range(hs[0], hs[-1])
         counts = {s: int(n) for s, n in g["status"].value_counts().items()}
         rows.append({"kind": "group", "label": f"{name} ({len(g)})", "host": name,
                      "status": max(counts, key=lambda s: (counts[s], -STATUSES.index(s))),
@@ -107,7 +108,9 @@ def figure(tl: Timeline):
     height = min(60.0, 2.6 + 0.24 * n + 0.22 * len(header))
     fig = Figure(figsize=(15, height), dpi=100)
     top = 1 - (0.45 + 0.2 * len(header)) / height
-    ax = fig.add_axes((0.14, 0.9 / height + 0.35 / height * 2, 0.72, top - 1.6 / height))
+    labels = [_ylabel(r, tl.n > RANK_ROWS) for r in rows.itertuples()]
+    left = min(0.3, 0.03 + max(map(len, labels), default=4) * _label_size(n) * 0.62 / 72 / 15)
+    ax = fig.add_axes((left, 1.6 / height, 0.86 - left, top - 1.6 / height))
     fig.text(0.01, 1 - 0.15 / height, "\n".join(header), va="top", ha="left", fontsize=10, family="monospace",
              parse_math=False)
     ys = np.arange(n)
@@ -130,7 +133,7 @@ def figure(tl: Timeline):
             ax.axhspan(i - 0.5, i + 0.5, color="#c000c0", alpha=0.12, lw=0)
     _draw_marks(ax, tl, rows, xcol)
     _host_separators(ax, rows)
-    ax.set_yticks(ys, [_ylabel(r, tl.n > RANK_ROWS) for r in rows.itertuples()], fontsize=_label_size(n))
+    ax.set_yticks(ys, labels, fontsize=_label_size(n))
     for lab, r in zip(ax.get_yticklabels(), rows.itertuples(), strict=False):
         lab.set_color("#a000a0" if r.is_last else STATUS_COLOR.get(r.status, "#333333"))
         lab.set_fontweight("bold" if r.is_last else "normal")
@@ -186,8 +189,8 @@ def _annotate(ax, tl: Timeline, rows: pd.DataFrame) -> None:
             end = rows.iloc[i]["end"]
             x = 0.0 if pd.isna(end) else float(end)
             lo, hi = ax.get_xlim()
-            right = x > (lo + hi) / 2
-            ax.annotate(_short(f"last to report: {tl.last.get('label', '')}", 80), xy=(x, i),
+            right = x > lo + 0.75 * (hi - lo)
+            ax.annotate(f"last to report: {tl.last.get('who', '')}", xy=(x, i),
                         xytext=(-14 if right else 14, -14 if i else 14), ha="right" if right else "left",
                         textcoords="offset points", fontsize=9, color="#a000a0", fontweight="bold",
                         arrowprops={"arrowstyle": "->", "color": "#a000a0"}, parse_math=False,
@@ -264,5 +267,7 @@ def _header_lines(tl: Timeline) -> list[str]:
     return lines
 
 
-def _short(text: str, n: int) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
+def _host_range(first: str, last: str) -> str:
+    """``node-043 … 058``: the second name without the prefix both share (up to its number)."""
+    common = os.path.commonprefix([first, last]).rstrip("0123456789")
+    return f"{first} … {last[len(common):]}"

@@ -126,8 +126,7 @@ def build(report: Any) -> Timeline:
     md["row"] = md["state"].map(row_of_state).astype("int64")
     md = md.drop(columns="state").sort_values(["row", "x", "line"], kind="stable").reset_index(drop=True)
 
-    timed = ranks["last_ts"].notna()
-    axis = "time" if len(ranks) and timed.sum() >= max(1, 0.5 * (~ranks["missing"]).sum()) else "progress"
+    axis = _axis(ranks, md)
     t0 = float(np.nanmin(md["ts"].to_numpy(dtype=float))) if md["ts"].notna().any() else None
     md["t"] = md["ts"] - t0 if t0 is not None else np.nan
     ranks["last_t"] = ranks["last_ts"] - t0 if t0 is not None else np.nan
@@ -205,6 +204,17 @@ def _counter_values(e) -> list[tuple[str, int]]:
     return [(f"pg:{pg_key(e)}", max(vals))] if vals else []
 
 
+def _axis(ranks: pd.DataFrame, md: pd.DataFrame) -> str:
+    """Wall clock when most ranks' lines carry a time and so does most of their progress (init
+    stages, collectives); else logical progress (NCCL INFO lines carry none: often only the final
+    errors are timed, and a clock over them alone would hide the hours before)."""
+    present = int((~ranks["missing"]).sum())
+    timed_ranks = int(ranks["last_ts"].notna().sum())
+    progress = md[md["mark"].isin(["stage", "collective"])]
+    timed_progress = progress["ts"].notna().mean() if len(progress) else 0.0
+    return "time" if present and timed_ranks >= 0.5 * present and timed_progress >= 0.5 else "progress"
+
+
 def _main_counter(states: list[RankState]) -> tuple[str | None, int | None]:
     """The counter most ranks report (a PG's SeqNum before steps on ties), and its smallest value."""
     who: dict[str, set[int]] = {}
@@ -240,7 +250,12 @@ def _rank_row(r: RankState, counter: str | None, base: int | None,
                 picked["collective"].append(_mark(e, "collective", x, label, pg=c[3:] or None, seq=v))
         if e.kind in _TIMEOUTS:
             first_timeout = first_timeout or e
-            picked["timeout"].append(_mark(e, "timeout", x, "watchdog timeout", seq=e.get("seq")))
+            seq = e.get("seq")
+            at = x  # a timeout sits on the SeqNum it timed out in, when that is on the axis
+            if isinstance(seq, int) and base is not None and counter == f"pg:{pg_key(e)}":
+                at = RUNNING_X + 1 + seq - base
+            picked["timeout"].append(_mark(e, "timeout", at, f"watchdog timeout in SeqNum {seq}"
+                                           if isinstance(seq, int) else "watchdog timeout", seq=seq))
         elif e.kind in WARNING_KINDS:
             picked["warning"].append(_mark(e, "warning", x, e.kind))
         elif e.kind in FAIL_KINDS:
@@ -368,4 +383,5 @@ def describe_last(tl: Timeline) -> str:
         who = "ranks " + ", ".join(map(str, last["ranks"])) if last["ranks"] else "host"
         where, at = (f" on {last['host']}" if last.get("host") else ""), ""
     why = f": {last['why']}" if last.get("why") else ""
+    last["who"] = f"{who}{where}"
     return f"{who}{where}{at}{why}"

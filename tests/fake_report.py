@@ -25,10 +25,10 @@ def rank_state(r: int, host: str, *, culprit: bool, seq: int, timed: bool, hosti
     path = f"logs/rank-{r:05d}.log"
     ts = (lambda s: T0 + s) if timed else (lambda s: None)
     evs = [
-        _ev("nccl_version", path, 1, r, host, None, "NCCL version 2.21.5+cuda12.4", version="2.21.5"),
-        _ev("nccl_init", path, 2, r, host, None, f"ncclCommInitRank comm 0xa rank {r} Init START",
+        _ev("nccl_version", path, 1, r, host, ts(0), "NCCL version 2.21.5+cuda12.4", version="2.21.5"),
+        _ev("nccl_init", path, 2, r, host, ts(1), f"ncclCommInitRank comm 0xa rank {r} Init START",
             what="Init", phase="START", rank=r),
-        _ev("nccl_init", path, 3, r, host, None, f"ncclCommInitRank comm 0xa rank {r} Init COMPLETE",
+        _ev("nccl_init", path, 3, r, host, ts(2), f"ncclCommInitRank comm 0xa rank {r} Init COMPLETE",
             what="Init", phase="COMPLETE", rank=r),
         _ev("torch_work_update", path, 4, r, host, ts(10), "NCCL Work update periodically",
             pg_id=0, enqueued=seq - 1, completed=seq - 2),

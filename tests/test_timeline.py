@@ -38,9 +38,9 @@ def test_wall_clock_axis_when_lines_carry_time():
     assert tl.axis == "time" and tl.t0 is not None
     waiter = tl.marks_of(tl.rows_of([0])[0])
     culprit = tl.marks_of(tl.rows_of([5])[0])
-    assert waiter.loc[waiter["mark"] == "timeout", "t"].iloc[0] == pytest.approx(1810)  # t0 = the first timestamp (T0 + 10 s)
-    assert culprit.loc[culprit["mark"] == "error", "t"].iloc[0] == pytest.approx(10)
-    assert _rank(tl, 5)["last_t"] == pytest.approx(11)
+    assert waiter.loc[waiter["mark"] == "timeout", "t"].iloc[0] == pytest.approx(1820)
+    assert culprit.loc[culprit["mark"] == "error", "t"].iloc[0] == pytest.approx(20)
+    assert _rank(tl, 5)["last_t"] == pytest.approx(21)
 
 
 def test_progress_axis_without_timestamps():

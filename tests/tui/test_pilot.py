@@ -181,3 +181,22 @@ async def test_unreadable_input_says_so_and_exits_2(tmp_path):
         assert "nothing to show" in app.screen.query_one("#file").render().plain
         await pilot.press("q")
     assert app.return_code == 2
+
+
+async def test_16k_ranks_stay_responsive(make_app):
+    import time
+
+    app = make_app(n=16384, per_host=8, culprit=12345)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await until_main(pilot, timeout=60)
+        tv = screen.query_one(RankTimeline)
+        assert int(app.timeline.ranks.at[tv.current_row, "rank"]) == 12345
+        start = time.perf_counter()
+        for key in ("end", "home", "pagedown", "pagedown", "down", "up", "2", "0", "l"):
+            await pilot.press(key)
+        await pilot.pause()
+        per_key = (time.perf_counter() - start) / 9
+        assert per_key < 0.5, f"{per_key:.3f} s per key at 16k ranks"
+        assert int(app.timeline.ranks.at[tv.current_row, "rank"]) == 12345
+        await pilot.press("slash", *"r16000", "enter")
+        assert [int(app.timeline.ranks.at[r, "rank"]) for r in tv.visible_rows] == [16000]
