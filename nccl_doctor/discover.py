@@ -12,8 +12,10 @@ import stat
 from dataclasses import dataclass
 
 from .events import Skipped
+from .flightrec.loader import is_dump_name
 
-#: Files that are never logs. Flight-recorder dumps are read by their own reader.
+#: Files that are never logs. Flight-recorder dumps (``nccl_trace_rank_<N>``, any extension) are kept:
+#: ``flightrec.split_dumps`` reads them.
 _NOT_LOG_SUFFIXES = (".json", ".png", ".jpg", ".jpeg", ".gif", ".pdf", ".html", ".svg", ".pt", ".pth",
                      ".safetensors", ".so", ".whl", ".zip", ".tar", ".npy", ".npz", ".pyc", ".pickle", ".pkl")
 _GLOB_CHARS = set("*?[")
@@ -53,7 +55,7 @@ def discover(paths: list[str]) -> tuple[list[InputFile], list[Skipped]]:
         if key in seen:
             return  # the same file reached twice (symlink, overlapping arguments): read once
         seen.add(key)
-        if display.lower().endswith(_NOT_LOG_SUFFIXES):
+        if display.lower().endswith(_NOT_LOG_SUFFIXES) and not is_dump_name(display):
             skipped.append(Skipped(display, "not a log file (by its extension)"))
             return
         if not os.access(display, os.R_OK):

@@ -254,6 +254,13 @@ def _progress(st: RankState, e: Event) -> None:
             st.enqueued[pg] = f["enqueued"]
         if f.get("completed") is not None:
             st.completed[pg] = f["completed"]
+    elif k == "fr_pg":  # a flight-recorder dump's group: its last collective and pg_status (SeqNum units)
+        pg = pg_key(e)
+        if f.get("last_seq") is not None:
+            st.last_seq.setdefault(pg, f["last_seq"])  # a log line of the rank wins
+        for name in ("enqueued", "completed"):
+            if isinstance(f.get(name), int) and f[name] >= 0:
+                getattr(st, name).setdefault(pg, f[name])
     elif k in TIMEOUT_KINDS:
         st.timeouts.append(e)
     if k in ERROR_KINDS:
