@@ -39,8 +39,13 @@ def _same_bus_in_init(job: JobModel, rule: Rule) -> list:
     seen: dict[tuple, dict[int, Event]] = defaultdict(dict)
     for e in job.by_kind("nccl_init"):
         comm_id, bus, rank = e.get("comm_id"), e.get("bus_id"), int_in(e.get("rank"))
-        if comm_id and bus and rank is not None and e.host:
-            seen[(comm_id, e.host, str(bus))].setdefault(rank, e)
+        if not (comm_id and bus and rank is not None and e.host):
+            continue
+        # A line whose launcher label names another rank than its world-communicator text is two
+        # records glued together, not evidence.
+        if e.rank is not None and e.rank != rank and e.get("nranks") == job.ranks_expected:
+            continue
+        seen[(comm_id, e.host, str(bus))].setdefault(rank, e)
     dups = [(key, evs) for key, evs in seen.items() if len(evs) > 1]
     if not dups:
         return []

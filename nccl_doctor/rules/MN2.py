@@ -162,10 +162,12 @@ def _socket_only_info(rule: Rule, job: JobModel, nets: dict[str | None, HostNet]
     if not _all_same_choice({h: hn for h, hn in nets.items() if hn.ifaces}):
         return []
     hosts = sorted(h for h in nets if h)
+    without_ib = [h for h in hosts if nets[h].ib_none or nets[h].socket_net]
     iface = next((i for hn in nets.values() for i in hn.ifaces), "?")
     sel = [e for hn in nets.values() for e in hn.selection][:2]
-    summary = (f"no InfiniBand device on {len(hosts)} host(s); every host uses {iface} for NCCL over TCP "
-               f"sockets (consistent, expect socket-level bandwidth; for EFA/IB install the net plugin)")
+    summary = (f"no InfiniBand device on {len(without_ib)} of {len(hosts)} host(s) and none elsewhere; every host "
+               f"uses {iface} for NCCL over TCP sockets (consistent, expect socket-level bandwidth; for EFA/IB "
+               f"install the net plugin)")
     return [_finding(rule, job, summary, none[:2] + sel, "info", "high")]
 
 

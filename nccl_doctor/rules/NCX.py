@@ -13,7 +13,6 @@ libibverbs, OFI provider and plugin notices, RAS notices) and anything after the
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 
 from ..events import Event
@@ -23,18 +22,20 @@ from .facts import first_ts
 from .nccl_facts import (
     RESULT_NAMES,
     after_shutdown,
+    benign_warn,
     chains,
+    driver_too_old,
     in_causal_order,
+    int_in,
     local_causes,
     low,
     on,
     ranks_hosts,
-    transport_errors,
+    suspicious_addr,
+    transport_fault,
+    who,
 )
 
-_BENIGN = re.compile(r"libibverbs|ibv_fork_init|\bNET/OFI\b(?!.*completed with error)|\bRAS\b|ras\.cc|"
-                     r"NET/Plugin|TUNER/Plugin|PROFILER/Plugin|Plugin\s*:|libnccl-net|dlerror|is deprecated|"
-                     r"Could not find real path", re.I)
 #: Phrase -> (ncclResult_t name, meaning), first match wins.
 _MEANINGS = (
     (("unhandled cuda error", "ncclunhandledcudaerror", "cuda failure", "cuda error"),
@@ -48,11 +49,15 @@ _MEANINGS = (
     (("invalid argument", "ncclinvalidargument"),
      "ncclInvalidArgument", "a bad argument reached NCCL (device/stream binding, buffer, count) or builds disagree"),
     (("internal error", "ncclinternalerror"),
-     "ncclInternalError", "an internal check failed (often a peer or its proxy thread died first; else a resource limit or an NCCL bug)"),
+     "ncclInternalError",
+     "an internal check failed (often a peer or its proxy thread died first; else a resource limit or an NCCL bug)"),
     (("was aborted", "abort"),
      "aborted", "the communicator was aborted after an earlier error (an echo: look for the first error)"),
 )
-_ERROR_KINDS = ("nccl_warn", "nccl_cuda_fail", "torch_nccl_error", "torch_nccl_err_kind", "torch_comm_aborted")
+_ERROR_KINDS = ("nccl_warn", "nccl_proxy_fail", "nccl_cuda_fail", "torch_nccl_error", "torch_nccl_err_kind",
+                "torch_comm_aborted")
+#: Classes that only report that something else failed first.
+_ECHO_CLASSES = ("ncclRemoteError", "aborted")
 #: Frames that mean a chain reached an API call (an error the user saw), not an internal probe.
 _API_FRAMES = ("init.cc", "group.cc", "enqueue.cc", "proxy.cc", "transport.cc", "bootstrap.cc", "collectives.cc")
 
@@ -66,11 +71,12 @@ def check(job: JobModel, rule: Rule) -> list:
     groups: dict[str, list[Event]] = defaultdict(list)
     failing: set[int] = set(chain_code)
     for ev in job.by_kind(*_ERROR_KINDS):
-        if _benign(job, ev):
+        if benign_warn(job, ev):
             continue
         key = _classify(ev)
-        if key == "warn" and chain_code.get(id(ev)) in RESULT_NAMES:
-            key = RESULT_NAMES[chain_code[id(ev)]]
+        code = chain_code.get(id(ev), int_in(ev.get("rc")))
+        if key == "warn" and code in RESULT_NAMES:
+            key = RESULT_NAMES[code]
         groups[key].append(ev)
         if ev.kind != "nccl_warn":
             failing.add(id(ev))
@@ -81,20 +87,27 @@ def check(job: JobModel, rule: Rule) -> list:
         if ch.code in RESULT_NAMES and any(f in str(last.get("srcfile_msg") or last.text) for f in _API_FRAMES):
             groups[f"chain:{RESULT_NAMES[ch.code]}"].append(ch.origin)
 
-    out = []
-    for key, evs in sorted(groups.items(), key=lambda kv: in_causal_order(kv[1])[0].line):
-        out.append(_finding(job, rule, key, in_causal_order(evs), failing))
-    return out[:3]
+    # A process's own error first; peers' "remote process exited" / aborts only when nothing else
+    # is there (they are the echo of the first).
+    origins = {k: v for k, v in groups.items() if k not in _ECHO_CLASSES}
+    echoes = [e for k, v in groups.items() if k in _ECHO_CLASSES for e in v]
+    if origins:
+        return [_finding(job, rule, key, in_causal_order(evs), failing, echoes)
+                for key, evs in sorted(origins.items(), key=lambda kv: _order(kv[1]))][:3]
+    return [_finding(job, rule, key, in_causal_order(evs), failing, [])
+            for key, evs in sorted(groups.items(), key=lambda kv: _order(kv[1]))][:3]
+
+
+def _order(evs: list[Event]) -> tuple:
+    first = in_causal_order(evs)[0]
+    return (first.ts is None, first.ts or 0.0, first.file, first.line)
 
 
 def _explained(job: JobModel) -> bool:
-    """True when a specific rule (MN1, MN2, NET1, NC1, NC2, CFG1) or a rank's CUDA error explains the job."""
-    specific = local_causes(job) + transport_errors(job) + job.by_kind("nccl_no_iface")
-    return any(not after_shutdown(job, e) for e in specific)
-
-
-def _benign(job: JobModel, ev: Event) -> bool:
-    return bool(_BENIGN.search(ev.text)) or after_shutdown(job, ev)
+    """True when a specific rule (MN1, MN2, NET1, NC1, NC2, CFG1, NV1) or a rank's crash explains the job."""
+    specific = local_causes(job) + job.by_kind("nccl_no_iface", "nccl_version_mismatch") + driver_too_old(job)
+    specific += [e for e in job.by_kind("nccl_connect_err") if suspicious_addr(e.get("peer"))]
+    return transport_fault(job) is not None or any(not after_shutdown(job, e) for e in specific)
 
 
 def _classify(ev: Event) -> str:
@@ -113,7 +126,7 @@ def _meaning(key: str) -> tuple[str, str]:
     return "NCCL WARN", "NCCL warned about a condition it could not handle"
 
 
-def _finding(job: JobModel, rule: Rule, key: str, evs: list[Event], failing: set[int]):
+def _finding(job: JobModel, rule: Rule, key: str, evs: list[Event], failing: set[int], echoes: list[Event]):
     # The NCCL line (WARN / Cuda failure) is the cause; torch's exception text is its echo.
     nccl = [e for e in evs if e.kind.startswith("nccl_")]
     first = (nccl or evs)[0]
@@ -130,10 +143,12 @@ def _finding(job: JobModel, rule: Rule, key: str, evs: list[Event], failing: set
     summary = f"{name}{on(job, evs)}: {msg.strip()} — {meaning}"
     if version:
         summary += f" (NCCL {version})"
+    if echoes:
+        summary += f"; {who(job, echoes) or 'other ranks'} then reported the peer/communicator failure (echoes)"
     is_failure = any(id(e) in failing for e in evs)
     severity = "error" if is_failure and name != "aborted" else "warning"
     confidence = "medium" if name in ("NCCL WARN", "aborted") else "high"
-    evidence = nccl[:5] + [e for e in evs if e not in nccl][:3]
+    evidence = nccl[:5] + [e for e in evs if e not in nccl][:3] + in_causal_order(echoes)[:1]
     return rule.finding(summary, severity=severity, confidence=confidence, ranks=ranks, hosts=hosts,
                         evidence=evidence, first_seen=first_ts(evidence))
 

@@ -18,20 +18,8 @@ from __future__ import annotations
 from ..events import Event
 from ..model import JobModel
 from .base import Rule
-from .facts import first_ts
-from .nccl_facts import (
-    after_init,
-    after_shutdown,
-    in_causal_order,
-    local_causes,
-    peer_of,
-    proc_key,
-    ranks_hosts,
-    suspicious_addr,
-    transport_errors,
-    transport_tier,
-    who,
-)
+from .facts import first_ts, host_of
+from .nccl_facts import after_init, peer_of, proc_key, ranks_hosts, transport_fault, who
 
 _IB_STATUS = {12: "transport retry counter exceeded (IBV_WC_RETRY_EXC_ERR: the peer stopped acknowledging)",
               4: "local protection error (IBV_WC_LOC_PROT_ERR: memory registration / GPUDirect problem)",
@@ -41,36 +29,34 @@ _IB_STATUS = {12: "transport retry counter exceeded (IBV_WC_RETRY_EXC_ERR: the p
 
 
 def check(job: JobModel, rule: Rule) -> list:
-    errs = [e for e in transport_errors(job) if not after_shutdown(job, e)
-            and not (e.kind == "nccl_connect_err" and suspicious_addr(e.get("peer")))]
-    if not errs:
+    fault = transport_fault(job)
+    if fault is None:
         return []
-    best_tier = min(transport_tier(e) for e in errs)
-    primary = in_causal_order(e for e in errs if transport_tier(e) == best_tier)
-    if best_tier >= 1 and local_causes(job):
-        # Refused or closed sockets are what the peers of a process that failed locally (NCCL OOM,
-        # /dev/shm, fabric manager, CUDA error) see, even when they are printed first.
-        return []
+    best_tier, primary, echoes = fault.tier, fault.primary, fault.echoes
     first = primary[0]
-    echoes = in_causal_order(e for e in errs if transport_tier(e) > best_tier)
     evidence = primary[:5] + echoes[:3]
 
-    peer_shown, peer_host = peer_of(job, first)
+    # The link: the first error that names a peer (an async port event names none).
+    with_peer = next((e for e in primary if e.get("peer")), first)
+    peer_shown, peer_host = peer_of(job, with_peer)
     ranks, hosts = ranks_hosts(job, primary)
-    local = first.host or (hosts[0] if hosts else None)
-    pair_hosts = sorted({h for h in [local, peer_host] if h})
-    local_who = who(job, [first]) or "a process"
-    summary = f"{_describe(first)}: {local_who}"
+    local = host_of(job, with_peer)
+    peer_hosts = {peer_of(job, e)[1] for e in primary}
+    pair_hosts = sorted({h for h in [local, *peer_hosts] if h} | set(hosts))
+    summary = f"{_describe(first)}: {who(job, [first]) or 'a process'}"
+    if with_peer is not first:
+        summary += f"; then {_describe(with_peer)}: {who(job, [with_peer]) or 'a process'}"
     if peer_shown:
         summary += f" <-> peer {peer_shown}" + (f" ({peer_host})" if peer_host and peer_host not in peer_shown else "")
         if peer_host is not None and peer_host == local:
             summary += "; the peer is on the same host, so a local peer process (or its proxy thread) died " \
                        "rather than the network"
-        elif first.kind == "nccl_connect_err":
+        elif with_peer.kind == "nccl_connect_err":
             summary += "; the peer's process is gone or its node's network is broken: check or exclude that node"
     if local and peer_host and local != peer_host:
         summary += f"; host pair {local} <-> {peer_host}"
-    phase = "after communicator init (first traffic)" if after_init(job, first) else None
+    phase = "after communicator init" if after_init(job, first) else "during communicator init" \
+        if _in_init(job, first) else None
     if phase:
         summary += f"; {phase}"
     others = len({proc_key(e) for e in primary}) - 1
@@ -109,3 +95,9 @@ def _describe(ev: Event) -> str:
     if k == "nccl_sock_closed":
         return "socket closed by the remote peer"
     return f"socket error ({ev.get('err') or ev.text[-80:]})"
+
+
+def _in_init(job: JobModel, ev: Event) -> bool:
+    """The process had started NCCL init (bootstrap or later lines) but not completed it."""
+    rs = job.rank_of(ev)
+    return rs is not None and rs.stage in ("bootstrap", "init_start", "topology", "connected")

@@ -24,14 +24,17 @@ _SOURCE_KINDS = {"nccl": ("nccl_version", "torch_nccl_error"), "nccl_cuda": ("nc
 
 
 def check(job: JobModel, rule: Rule) -> list:
-    out = []
-    parts, evidence = [], []
+    parts, evidence, odd = [], [], []
     for what, label in _WHAT.items():
         where = _where(job, what)
         if len(where) > 1:
             desc = "; ".join(f"{v} on {place(job, evs)}" for v, evs in sorted(where.items()))
             parts.append(f"{label} differs: {desc}")
             evidence += [evs[0] for evs in where.values()][:3]
+            # The odd ones out: the version fewer processes run (all of them on a tie).
+            least = min(len(evs) for evs in where.values())
+            if sum(len(evs) == least for evs in where.values()) == 1:
+                odd += next(evs for evs in where.values() if len(evs) == least)
     mism = job.by_kind("nccl_version_mismatch")
     if mism:
         parts.insert(0, "NCCL reported 'Mismatched NCCL version detected'")
@@ -40,11 +43,22 @@ def check(job: JobModel, rule: Rule) -> list:
     if old:
         parts.append("the CUDA driver is older than the CUDA runtime ('driver version is insufficient')")
         evidence += old[:2]
-    if parts:
-        ranks, hosts = ranks_hosts(job, evidence)
-        out.append(rule.finding("; ".join(parts) + ": run every rank from the same image/environment",
-                                ranks=ranks, hosts=hosts, evidence=evidence, first_seen=first_ts(evidence)))
-    return out
+        odd += old
+    if not parts:
+        return []
+    ranks, hosts = _ranks_and_hosts(job, odd or evidence)
+    if odd:
+        parts.append(f"odd one(s) out: {place(job, odd)}" + (f" on {', '.join(hosts[:4])}" if hosts else ""))
+    return [rule.finding("; ".join(parts) + ": run every rank from the same image/environment",
+                         ranks=ranks, hosts=hosts, evidence=evidence, first_seen=first_ts(evidence))]
+
+
+def _ranks_and_hosts(job: JobModel, events: list[Event]) -> tuple[list[int], list[str]]:
+    """Ranks and hosts of the events; a bare version line has no host, its rank's process may."""
+    ranks, hosts = ranks_hosts(job, events)
+    known = job.known_ranks()
+    hosts = sorted(set(hosts) | {known[r].host for r in ranks if r in known and known[r].host})
+    return ranks, hosts
 
 
 def _where(job: JobModel, what: str) -> dict[str, list[Event]]:

@@ -60,5 +60,7 @@ def check(job: JobModel, rule: Rule) -> list:
 
 
 def _norm(val: object) -> str:
-    return str(val if val is not None else "").strip().rstrip(".")
+    """The value as NCCL printed it: one token, without the trailing period of 'set to 22.'."""
+    words = str(val if val is not None else "").split()
+    return words[0].rstrip(".") if words else ""
 

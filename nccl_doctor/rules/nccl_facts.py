@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from ..events import Event
 from ..model import JobModel, stage_index
-from .facts import fmt_ranks, global_rank, host_of
+from .facts import failures, fmt_ranks, global_rank, host_of, owner
 
 #: ncclResult_t values, as printed in ``file.cc:NNN -> N`` propagation lines.
 RESULT_NAMES = {1: "ncclUnhandledCudaError", 2: "ncclSystemError", 3: "ncclInternalError",
@@ -40,6 +40,12 @@ def int_in(value: object) -> int | None:
         m = re.search(r"-?\d+", value)
         return int(m.group()) if m else None
     return None
+
+
+def writer(job: JobModel, ev: Event) -> tuple:
+    """The process an event belongs to, across its NCCL and torch lines (one RankState when known)."""
+    st = owner(job, ev)
+    return ("state", id(st)) if st is not None else proc_key(ev)
 
 
 def proc_key(ev: Event) -> tuple:
@@ -195,10 +201,79 @@ def driver_too_old(job: JobModel) -> list[Event]:
             if "driver version is insufficient" in low(e)]
 
 
+#: Categories of facts.failures() that are a process's own crash (not an exit report, a signal
+#: that may be NCCL's own abort, or a transport error).
+_CRASH_CATEGORIES = ("cuda", "oom", "exception", "host")
+
+
+_NCCL_LOCAL_KINDS = frozenset({"nccl_cuda_fail", "nccl_shm", "nccl_alloc_fail", "nccl_dup_gpu", "nccl_warn"})
+
+
 def local_causes(job: JobModel) -> list[Event]:
-    """Failures of one process that make its peers' transport errors echoes (not network faults)."""
+    """Failures of one process that make its peers' transport errors echoes (not network faults):
+    the specific NCCL failures (fabric, nvls, /dev/shm, NCCL OOM, duplicate GPU) and process crashes
+    (CUDA error, OOM, a Python exception, a host-level kill)."""
+    crashes = [f.events[0] for f in failures(job) if f.category in _CRASH_CATEGORIES and not f.recovered]
     return (fabric_errors(job) + nvls_errors(job) + shm_errors(job) + nccl_oom_errors(job)
-            + dup_gpu_errors(job) + job.by_kind("cuda_error", "cuda_oom", "xid", "oom_killer"))
+            + dup_gpu_errors(job) + crashes)
+
+
+#: WARNs that are notices, not failures: missing optional libraries and plugins, RAS, deprecations.
+_BENIGN_WARN = re.compile(r"libibverbs|ibv_fork_init|\bNET/OFI\b(?!.*completed with error)|\bRAS\b|ras\.cc|"
+                          r"NET/Plugin|TUNER/Plugin|PROFILER/Plugin|Plugin\s*:|libnccl-net|dlerror|is deprecated|"
+                          r"Could not find real path", re.I)
+#: Error text that reports someone else's failure (a peer exited, the network failed, an abort).
+_REMOTE_TEXT = ("remote process exited", "ncclremoteerror", "network error", "connection closed", "was aborted",
+                "socket recv failed", "call to recv", "call to send")
+
+
+def benign_warn(job: JobModel, ev: Event) -> bool:
+    """A notice (missing libibverbs, OFI/plugin/RAS notices) or anything after the process's own shutdown."""
+    return bool(_BENIGN_WARN.search(ev.text)) or after_shutdown(job, ev)
+
+
+def nccl_origins(job: JobModel) -> list[Event]:
+    """NCCL errors a process raised itself (internal error, invalid usage, a proxy operation that
+    failed, a CUDA failure), as opposed to reporting that a peer or the network went away."""
+    out = []
+    for ev in job.by_kind("nccl_warn", "nccl_proxy_fail", "nccl_cuda_fail", "torch_nccl_error", "torch_nccl_err_kind"):
+        t = low(ev)
+        if not any(p in t for p in _REMOTE_TEXT) and transport_tier(ev) in (None, 3) and not benign_warn(job, ev):
+            out.append(ev)
+    return out
+
+
+@dataclass(slots=True)
+class TransportFault:
+    """The transport errors that explain a job: the first class of error (``tier``) and its echoes."""
+
+    tier: int
+    primary: list[Event]
+    echoes: list[Event]
+
+
+def transport_fault(job: JobModel) -> TransportFault | None:
+    """The job's network fault, or None when there is none or its transport errors are echoes.
+
+    Completion/fabric errors (tier 0) always count. Refused and closed sockets are echoes when a
+    process failed locally (NCCL OOM, /dev/shm, fabric, duplicate GPU, a crash), and closed sockets
+    also when another process raised its own NCCL error (its peers then see the socket close).
+    Refusals by a docker-bridge/loopback/link-local address belong to MN2.
+    """
+    errs = [e for e in transport_errors(job) if not after_shutdown(job, e)
+            and not (e.kind == "nccl_connect_err" and suspicious_addr(e.get("peer")))]
+    if not errs:
+        return None
+    tier = min(transport_tier(e) for e in errs)
+    primary = in_causal_order(e for e in errs if transport_tier(e) == tier)
+    reporters = {writer(job, e) for e in errs if transport_tier(e) < 3}
+    # A crash of a process that itself reports the transport error is its consequence, not a cause.
+    causes = [c for c in local_causes(job) if c.kind in _NCCL_LOCAL_KINDS or writer(job, c) not in reporters]
+    if tier >= 1 and causes:
+        return None
+    if tier >= 2 and any(writer(job, o) not in reporters for o in nccl_origins(job)):
+        return None
+    return TransportFault(tier, primary, in_causal_order(e for e in errs if transport_tier(e) > tier))
 
 
 # ---- return-code chains ----------------------------------------------------------------------------
