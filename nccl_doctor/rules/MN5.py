@@ -21,13 +21,14 @@ from dataclasses import dataclass, field
 from ..events import Event
 from ..model import JobModel
 from .base import Rule
-from .facts import Failure, first_failure, first_ts
+from .facts import Failure, classify, first_failure, first_ts
 from .launcher_facts import attempt_in_path, error_signature, ranks_text, short, step_of, strip_attempt
 from .nccl_facts import int_in, ranks_hosts
 
-#: Errors whose repetition across attempts means a crash loop (a deterministic failure).
+#: Errors whose repetition across attempts means a crash loop (a deterministic failure). Signals
+#: are left out: every attempt's teardown repeats them whatever the cause.
 _LOOP_ERROR_KINDS = ("python_exception", "cuda_oom", "cuda_error", "torch_nccl_error", "nccl_cuda_fail",
-                     "nccl_alloc_fail", "nccl_dup_gpu", "nccl_shm", "signal")
+                     "nccl_alloc_fail", "nccl_dup_gpu", "nccl_shm")
 #: Lines a process prints once when it starts: seen again after progress, the script re-ran.
 _BANNER_KINDS = ("nccl_version", "torch_version", "ds_version", "ds_init_backend")
 
@@ -165,6 +166,10 @@ def _crash_loop(job: JobModel, rs: Restarts) -> list[Event]:
     """The first occurrence, per generation, of an error that recurs in two or more generations."""
     seen: dict[str, dict[int, Event]] = defaultdict(dict)
     for ev in job.by_kind(*_LOOP_ERROR_KINDS):
+        # Echoes (teardown signals, watchdog timeouts, ChildFailedError) repeat in every attempt
+        # whatever the cause: only causes count.
+        if classify(ev, job_timed_out=True, rank_timed_out=False) is None:
+            continue
         seen[error_signature(ev)].setdefault(rs.gen_of.get(id(ev), 0), ev)
     recurring = [gens for gens in seen.values() if len(gens) >= 2]
     if not recurring:
