@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .report.safe import plain
 from .timeline import RUNNING_X, STATUSES, Timeline, build, fmt_duration, nice_step
 
 RANK_ROWS = 128
@@ -59,7 +60,7 @@ def plot_rows(tl: Timeline) -> pd.DataFrame:
         per *= 2
     block = {h: i // per for i, h in enumerate(hosts)}
     for _, g in rest.groupby(rest["host"].fillna("(no host)").map(block), sort=True):
-        hs = list(dict.fromkeys(g["host"].fillna("(no host)")))
+        hs = [plain(h, 60) for h in dict.fromkeys(g["host"].fillna("(no host)"))]
         name = hs[0] if len(hs) == 1 else _host_range(hs[0], hs[-1])
         counts = {s: int(n) for s, n in g["status"].value_counts().items()}
         rows.append({"kind": "group", "label": f"{name} ({len(g)})", "host": name,
@@ -74,7 +75,7 @@ _COLUMNS = ["kind", "label", "host", "status", "start", "end", "median_end", "n"
 
 def _rank_row(df: pd.DataFrame, i: int) -> dict[str, Any]:
     r = df.loc[i]
-    host = r["host"] if not pd.isna(r["host"]) else "(no host)"
+    host = plain(r["host"], 60) if not pd.isna(r["host"]) else "(no host)"
     return {"kind": "rank", "label": f"{r['label']}", "host": host, "status": r["status"], "start": r["start"],
             "end": r["end"], "median_end": r["end"], "n": 1, "rows": [i], "is_last": bool(r["is_last"]),
             "counts": {r["status"]: 1}}
@@ -254,8 +255,6 @@ def _xaxis(ax, tl: Timeline) -> None:
 
 
 def _header_lines(tl: Timeline) -> list[str]:
-    from .report.safe import plain
-
     hosts = tl.ranks["host"].nunique()
     counts = ", ".join(f"{s} {n}" for s, n in tl.status_counts().items() if n)
     lines = [f"nccl-doctor timeline: {tl.n} ranks on {hosts} hosts ({counts})"]

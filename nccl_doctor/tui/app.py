@@ -5,6 +5,7 @@ from __future__ import annotations
 from textual.app import App
 from textual.binding import Binding
 
+from ..report.safe import plain
 from .screens import HelpScreen, LoadingScreen, MainScreen
 
 
@@ -24,7 +25,7 @@ class DoctorApp(App):
         self.exit_status = 0
 
     def on_mount(self) -> None:
-        self.sub_title = " ".join(self.paths)[:80]
+        self.sub_title = plain(" ".join(self.paths), 80)
         self.push_screen(LoadingScreen(self.paths, self.report))
 
     def on_loading_screen_loaded(self, msg: LoadingScreen.Loaded) -> None:

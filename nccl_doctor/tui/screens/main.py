@@ -24,11 +24,7 @@ class MainScreen(Screen):
     """
     BINDINGS = [
         Binding("slash", "search", "search"),
-        Binding("1", "toggle('failed')", "failed", show=False),
-        Binding("2", "toggle('timed_out')", "timed out", show=False),
-        Binding("3", "toggle('silent')", "silent", show=False),
-        Binding("4", "toggle('lagging')", "lagging", show=False),
-        Binding("5", "toggle('ok')", "ok", show=False),
+        *[Binding(str(i), f"toggle('{s}')", s, show=False) for i, s in enumerate(STATUSES, 1)],
         Binding("0", "show_all", "all statuses", show=False),
         Binding("m", "only_marked", "finding's ranks"),
         Binding("l", "last", "last to report"),

@@ -18,6 +18,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from ...report.safe import plain
 from ...timeline import MARKS, RUNNING_X, STATUSES, Timeline, fmt_duration, nice_step
 from ..text import STATUS_STYLE
 
@@ -287,7 +288,7 @@ class RankTimeline(ScrollView, can_focus=True):
     def _host_line(self, hidx: int, width: int, cursor: bool) -> Strip:
         host = self._hosts[hidx]
         counts = self._host_counts.get(host, {})
-        segs = [Segment("▾ ", _DIM), Segment(f"{host[: LEFT - 4]:<{LEFT - 4}}", Style(bold=True)),
+        segs = [Segment("▾ ", _DIM), Segment(f"{plain(host, LEFT - 4):<{LEFT - 4}}", Style(bold=True)),
                 Segment(" │", _DIM), Segment(f" {sum(counts.values())} rank{'s' if sum(counts.values()) != 1 else ''} ", _DIM)]
         for s in STATUSES:
             if counts.get(s):
