@@ -26,10 +26,12 @@ from .facts import first_ts
 from .nccl_facts import (
     HostNet,
     bare_addr,
+    bridge_connect_errors,
     host_networks,
     in_causal_order,
     init_failed_ranks,
     multi_node,
+    peer_addr,
     ranks_hosts,
     selected_ifaces,
     subnet16,
@@ -50,9 +52,9 @@ def check(job: JobModel, rule: Rule) -> list:
         problems.append((f"NCCL selected {', '.join(names[:4])}, a bridge/local interface or address that "
                          f"other nodes cannot reach", bad_sel, True))
 
-    bad_connect = [e for e in job.by_kind("nccl_connect_err") if suspicious_addr(e.get("peer"))]
+    bad_connect = bridge_connect_errors(job)
     if bad_connect:
-        peers = sorted({bare_addr(e.get("peer")) or "?" for e in bad_connect})
+        peers = sorted({bare_addr(peer_addr(e)) or "?" for e in bad_connect})
         problems.append((f"connections to {', '.join(peers[:4])} failed: a docker-bridge, loopback or "
                          f"link-local address was advertised as a peer address", bad_connect, True))
 

@@ -23,6 +23,7 @@ from .nccl_facts import (
     RESULT_NAMES,
     after_shutdown,
     benign_warn,
+    bridge_connect_errors,
     chains,
     driver_too_old,
     in_causal_order,
@@ -31,7 +32,6 @@ from .nccl_facts import (
     low,
     on,
     ranks_hosts,
-    suspicious_addr,
     transport_fault,
     who,
 )
@@ -106,7 +106,7 @@ def _order(evs: list[Event]) -> tuple:
 def _explained(job: JobModel) -> bool:
     """True when a specific rule (MN1, MN2, NET1, NC1, NC2, CFG1, NV1) or a rank's crash explains the job."""
     specific = local_causes(job) + job.by_kind("nccl_no_iface", "nccl_version_mismatch") + driver_too_old(job)
-    specific += [e for e in job.by_kind("nccl_connect_err") if suspicious_addr(e.get("peer"))]
+    specific += bridge_connect_errors(job)
     return transport_fault(job) is not None or any(not after_shutdown(job, e) for e in specific)
 
 

@@ -19,7 +19,16 @@ from ..events import Event
 from ..model import JobModel
 from .base import Rule
 from .facts import first_ts, host_of
-from .nccl_facts import after_init, peer_of, proc_key, ranks_hosts, transport_fault, who
+from .nccl_facts import (
+    after_init,
+    peer_addr,
+    peer_of,
+    proc_key,
+    ranks_hosts,
+    transport_fault,
+    transport_tier,
+    who,
+)
 
 _IB_STATUS = {12: "transport retry counter exceeded (IBV_WC_RETRY_EXC_ERR: the peer stopped acknowledging)",
               4: "local protection error (IBV_WC_LOC_PROT_ERR: memory registration / GPUDirect problem)",
@@ -37,7 +46,7 @@ def check(job: JobModel, rule: Rule) -> list:
     evidence = primary[:5] + echoes[:3]
 
     # The link: the first error that names a peer (an async port event names none).
-    with_peer = next((e for e in primary if e.get("peer")), first)
+    with_peer = next((e for e in primary if peer_addr(e)), first)
     peer_shown, peer_host = peer_of(job, with_peer)
     ranks, hosts = ranks_hosts(job, primary)
     local = host_of(job, with_peer)
@@ -51,7 +60,7 @@ def check(job: JobModel, rule: Rule) -> list:
         if peer_host is not None and peer_host == local:
             summary += "; the peer is on the same host, so a local peer process (or its proxy thread) died " \
                        "rather than the network"
-        elif with_peer.kind == "nccl_connect_err":
+        elif transport_tier(with_peer) == 1:
             summary += "; the peer's process is gone or its node's network is broken: check or exclude that node"
     if local and peer_host and local != peer_host:
         summary += f"; host pair {local} <-> {peer_host}"
@@ -85,13 +94,17 @@ def _describe(ev: Event) -> str:
         vendor = f", vendor err {ev.get('vendor_err')}" if ev.get("vendor_err") not in (None, "") else ""
         return f"IB completion error {status if status is not None else '?'} ({meaning}{vendor})"
     if k == "nccl_ib_async":
-        return f"IB async event {ev.get('event') or ''}".strip()
+        dev = f" on {ev.get('dev')}:{ev.get('ib_port')}" if ev.get("dev") else ""
+        return f"IB async event '{ev.get('event') or '?'}'{dev} (the port or link went down)"
     if k == "nccl_ofi_error" or "net/ofi" in ev.text.lower():
         rc, err = ev.get("rc"), ev.get("err")
         detail = ", ".join(x for x in (f"RC {rc}" if rc else "", f"error {err}" if err else "") if x)
         return f"libfabric/OFI request failed ({detail or 'completed with error'})"
     if k == "nccl_connect_err":
         return f"connect failed ({ev.get('err') or 'refused'})"
+    if k == "nccl_warn":
+        msg = str(ev.get("msg") or ev.text.split("NCCL WARN", 1)[-1]).strip()
+        return f"connection setup failed ({msg[:100]})"
     if k == "nccl_sock_closed":
         return "socket closed by the remote peer"
     return f"socket error ({ev.get('err') or ev.text[-80:]})"

@@ -186,13 +186,21 @@ def transport_tier(ev: Event) -> int | None:
         return 2 if any(p in t for p in ("reset", "broken pipe", "closed", "timed out", "no route")) else 3
     if k in ("nccl_proxy_fail", "nccl_svc_closed"):
         return 3
-    if k == "nccl_warn" and ("net/ib" in t and "completion" in t or "net/ofi" in t and "error" in t):
-        return 0
+    if k == "nccl_warn":
+        if "net/ib" in t and "completion" in t or "net/ofi" in t and "completed with error" in t:
+            return 0
+        if "ibv_modify_qp failed" in t or ("connect to" in t and ("failed" in t or "returned" in t)):
+            return 1  # queue-pair / socket connection to a peer could not be set up
     return None
 
 
 def transport_errors(job: JobModel) -> list[Event]:
     return [e for e in job.events if transport_tier(e) is not None]
+
+
+def bridge_connect_errors(job: JobModel) -> list[Event]:
+    """Connections refused/unreachable at a docker-bridge, loopback or link-local address (MN2's)."""
+    return [e for e in transport_errors(job) if transport_tier(e) == 1 and suspicious_addr(peer_addr(e))]
 
 
 def driver_too_old(job: JobModel) -> list[Event]:
@@ -260,8 +268,8 @@ def transport_fault(job: JobModel) -> TransportFault | None:
     also when another process raised its own NCCL error (its peers then see the socket close).
     Refusals by a docker-bridge/loopback/link-local address belong to MN2.
     """
-    errs = [e for e in transport_errors(job) if not after_shutdown(job, e)
-            and not (e.kind == "nccl_connect_err" and suspicious_addr(e.get("peer")))]
+    bridge = bridge_connect_errors(job)
+    errs = [e for e in transport_errors(job) if not after_shutdown(job, e) and e not in bridge]
     if not errs:
         return None
     tier = min(transport_tier(e) for e in errs)
@@ -271,6 +279,11 @@ def transport_fault(job: JobModel) -> TransportFault | None:
     causes = [c for c in local_causes(job) if c.kind in _NCCL_LOCAL_KINDS or writer(job, c) not in reporters]
     if tier >= 1 and causes:
         return None
+    if tier == 0 and causes:
+        # A completion error towards a host whose process crashed first is that crash's echo.
+        peer_hosts = {peer_of(job, e)[1] for e in primary} - {None}
+        if peer_hosts and any(host_of(job, c) in peer_hosts for c in causes):
+            return None
     if tier >= 2 and any(writer(job, o) not in reporters for o in nccl_origins(job)):
         return None
     return TransportFault(tier, primary, in_causal_order(e for e in errs if transport_tier(e) > tier))
@@ -464,12 +477,28 @@ def addr_hosts(job: JobModel) -> dict[str, str]:
     return out
 
 
+_PEER_IN_TEXT = re.compile(r"(?:peer|to|from) ([\w.:%\[\]-]{1,253})<(\d{1,5})>"
+                           r"|remote GIDs? ?(?:::ffff:)?(\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3})()")
+
+
+def peer_addr(ev: Event) -> str | None:
+    """The peer a transport line names: its ``peer`` field, else ``to/from/peer host<port>`` in the text."""
+    if ev.get("peer"):
+        return str(ev.get("peer"))
+    m = _PEER_IN_TEXT.search(ev.text)
+    return (m.group(1) or m.group(3)) if m else None
+
+
 def peer_of(job: JobModel, ev: Event) -> tuple[str | None, str | None]:
     """(peer as printed, host it belongs to) for a transport error; host None when unknown."""
-    peer = ev.get("peer")
+    peer = peer_addr(ev)
     if not peer:
         return None, None
-    shown = str(peer) + (f"<{ev.get('port')}>" if ev.get("port") not in (None, "") and "<" not in str(peer) else "")
+    port = ev.get("port")
+    if port in (None, "") and not ev.get("peer"):
+        m = _PEER_IN_TEXT.search(ev.text)
+        port = (m.group(2) or None) if m else None
+    shown = peer + (f"<{port}>" if port not in (None, "") and "<" not in peer else "")
     addr = bare_addr(peer)
     if addr is None:
         return shown, None
