@@ -41,6 +41,8 @@ _COUNTER_KINDS = frozenset({"torch_wd_timeout", "torch_wd_status", "torch_work_u
 RUNNING_X = float(stage_index("running"))
 #: Marks kept per rank and category (first and last few): a rank is a row, not a log.
 KEEP = 3
+#: Timestamps spanning more than this disagree (e.g. a year guessed for MMDD lines): no wall clock.
+MAX_SPAN_S = 31 * 86400.0
 #: A rank that stopped writing this long before the median rank is silent.
 SILENT_AFTER_S = 60.0
 
@@ -206,13 +208,16 @@ def _counter_values(e) -> list[tuple[str, int]]:
 
 def _axis(ranks: pd.DataFrame, md: pd.DataFrame) -> str:
     """Wall clock when most ranks' lines carry a time and so does most of their progress (init
-    stages, collectives); else logical progress (NCCL INFO lines carry none: often only the final
-    errors are timed, and a clock over them alone would hide the hours before)."""
+    stages, collectives), and the times agree (span under a month); else logical progress (NCCL
+    INFO lines carry none: often only the final errors are timed, and a clock over them alone
+    would hide the hours before)."""
     present = int((~ranks["missing"]).sum())
     timed_ranks = int(ranks["last_ts"].notna().sum())
     progress = md[md["mark"].isin(["stage", "collective"])]
     timed_progress = progress["ts"].notna().mean() if len(progress) else 0.0
-    return "time" if present and timed_ranks >= 0.5 * present and timed_progress >= 0.5 else "progress"
+    ts = md["ts"].dropna()
+    sane = len(ts) and float(ts.max() - ts.min()) <= MAX_SPAN_S
+    return "time" if sane and present and timed_ranks >= 0.5 * present and timed_progress >= 0.5 else "progress"
 
 
 def _main_counter(states: list[RankState]) -> tuple[str | None, int | None]:

@@ -43,6 +43,15 @@ def test_wall_clock_axis_when_lines_carry_time():
     assert _rank(tl, 5)["last_t"] == pytest.approx(21)
 
 
+def test_no_wall_clock_when_timestamps_disagree():
+    rep = hang_report(timed=True)
+    for st in rep.job.ranks:  # as when MMDD lines get another year than the launcher's timestamps
+        for e in st.events:
+            if e.kind == "torch_wd_timeout":
+                e.ts += 2 * 365 * 86400
+    assert build(rep).axis == "progress"
+
+
 def test_progress_axis_without_timestamps():
     tl = build(hang_report(timed=False))
     assert tl.axis == "progress" and tl.t0 is None

@@ -11,8 +11,12 @@ from ..reading import ReadIssue, clean_line, iter_chunks, open_binary
 MAX_BYTES = 256 << 20
 
 
-def lines_before(path: str, line: int, n: int = 8) -> list[tuple[int, str]]:
-    """Up to ``n`` lines ending at 1-based ``line`` of ``path`` (decompressed, cleaned); [] if unreadable."""
+def lines_before(path: str, line: int, n: int = 8, needles: tuple[str, ...] = ()) -> list[tuple[int, str]]:
+    """Up to ``n`` lines ending at 1-based ``line`` of ``path`` (decompressed, cleaned); [] if unreadable.
+
+    With ``needles`` (a file several ranks write to), only lines containing one of them are kept.
+    """
+    raw_needles = tuple(x.encode() for x in needles)
     if not path or path == "-" or not os.path.isfile(path) or os.path.getsize(path) > MAX_BYTES:
         return []
     keep: deque[tuple[int, str]] = deque(maxlen=n)
@@ -22,7 +26,10 @@ def lines_before(path: str, line: int, n: int = 8) -> list[tuple[int, str]]:
             for chunk in iter_chunks(fp, chunk_size=1 << 20):
                 for raw in chunk.splitlines():
                     no += 1
-                    if no > line - n:
+                    if raw_needles:
+                        if any(x in raw for x in raw_needles):
+                            keep.append((no, clean_line(raw)))
+                    elif no > line - n:
                         keep.append((no, clean_line(raw)))
                     if no >= line:
                         return list(keep)

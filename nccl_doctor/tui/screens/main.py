@@ -85,9 +85,15 @@ class MainScreen(Screen):
         if r["last_file"] is None or r["last_line"] is None:
             return
         path, line = str(r["last_file"]), int(r["last_line"])
+        needles: tuple[str, ...] = ()
+        if int((self.tl.ranks["last_file"] == path).sum()) > 1:  # a shared file: this rank's lines only
+            needles = tuple(n for n in (
+                f"{r['host']}:{r['pid']}:" if r["host"] and r["pid"] is not None else "",
+                f"[rank{r['rank']}]:" if r["rank"] is not None else "",
+                f"{r['rank']}: " if r["rank"] is not None else "") if n)
 
         def work() -> None:
-            lines = lines_before(path, line)
+            lines = lines_before(path, line, needles=needles)
             if lines:
                 self.app.call_from_thread(self.query_one(RankDetail).show_tail, row, lines)
 

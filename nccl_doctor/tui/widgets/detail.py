@@ -77,6 +77,9 @@ class RankDetail(VerticalScroll):
         out.append_text(join(where(r["last_file"], r["last_line"]), "  ", literal(r["last_text"], "", 400)))
         if self._tail:
             out.append("\nLAST LINES", style="bold")
+            shared = int((tl.ranks["last_file"] == r["last_file"]).sum()) - 1
+            if shared > 0:
+                out.append(f"  (its own, picked from a file {shared} other ranks write to)", style="dim")
             for no, text in self._tail:
                 out.append_text(join("\n  ", (f"{no:>7} ", "dim"), literal(text, "", 400)))
         marks = tl.marks_of(row)
