@@ -1,0 +1,354 @@
+"""`nccl-doctor watch` and the incremental Analyzer: followed files, rotation, truncation, webhook.
+
+The end-to-end test starts a real HTTP server on 127.0.0.1, runs `watch` as a subprocess and appends
+a generated hang line by line; every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+import nccl_doctor
+import nccl_doctor.incremental as incremental
+from nccl_doctor import Analyzer
+from nccl_doctor.discover import discover
+from nccl_doctor.watch import Watcher, WebhookSender
+
+ROOT = Path(__file__).resolve().parent.parent
+REAL = ROOT / "fixtures" / "real"
+REAL_LOGS = sorted(REAL.glob("*.log"))
+
+
+# ---- helpers -------------------------------------------------------------------------------------
+
+class _Hook(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:  # noqa: N802 - http.server API
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        srv = self.server
+        srv.gate.wait(20)  # a slow chat service: the test clears the gate
+        with srv.lock:
+            srv.attempts += 1
+            fail = srv.fail_next > 0
+            if fail:
+                srv.fail_next -= 1
+            else:
+                srv.received.append(json.loads(body))
+        self.send_response(503 if fail else 200)
+        if fail:
+            self.send_header("Retry-After", "0.1")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def webhook():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
+    server.lock, server.received, server.attempts, server.fail_next = threading.Lock(), [], 0, 0
+    server.gate = threading.Event()
+    server.gate.set()
+    server.url = f"http://127.0.0.1:{server.server_address[1]}/"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.gate.set()
+    server.shutdown()
+    server.server_close()
+
+
+def _wait(cond, timeout: float, step: float = 0.05) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(step)
+    return cond()
+
+
+def _dicts(findings) -> list[dict]:
+    return [f.to_dict() for f in findings]
+
+
+def _material(d: dict) -> tuple:
+    return (d["rule"], tuple(d["ranks"]), tuple(d["hosts"]), d["severity"], d["confidence"])
+
+
+def _feed_tree(analyzer: Analyzer, top: Path, rng: random.Random | None = None) -> None:
+    """Feed every file of a tree as discover finds it: line by line, or in random byte pieces."""
+    files, skipped = discover([str(top)])
+    for f in files:
+        data = Path(f.real).read_bytes()
+        if rng is None:
+            for line in _split(data):
+                if line.endswith(b"\n"):
+                    analyzer.feed(f.path, line)
+                else:  # an unterminated last line: `feed` would terminate it
+                    analyzer.feed_bytes(f.path, line)
+        else:
+            i = 0
+            while i < len(data):
+                n = rng.randint(1, 400)
+                analyzer.feed_bytes(f.path, data[i:i + n])
+                i += n
+    analyzer.set_context(skipped=skipped)
+
+
+def _split(data: bytes) -> list[bytes]:
+    """Lines as the reader sees them: ended by ``\\n`` only (``bytes.splitlines`` also cuts at ``\\r``)."""
+    lines = data.split(b"\n")
+    return [ln + b"\n" for ln in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
+
+
+def _generate(tmp_path: Path, scenario: str = "MN3", ranks: int = 16, layout: str = "per-rank") -> Path:
+    generator = pytest.importorskip("generator", reason="fixtures/generator not available")
+    if not hasattr(generator, "generate_job"):
+        pytest.skip("fixtures/generator has no generate_job yet")
+    out = tmp_path / f"{scenario}-{layout}"
+    generator.generate_job(out, scenario, ranks, layout=layout, seed=1)
+    return out
+
+
+# ---- the incremental analyzer equals analyze() ---------------------------------------------------
+
+@pytest.mark.parametrize("commit_bytes", [1 << 20, 64], ids=["default", "tiny-commits"])
+def test_analyzer_equals_analyze_on_real_excerpts(monkeypatch, commit_bytes):
+    monkeypatch.setattr(incremental, "COMMIT_BYTES", commit_bytes)
+    live = Analyzer()
+    _feed_tree(live, REAL, random.Random(7))
+    assert live.report().to_dict() == nccl_doctor.analyze(str(REAL)).to_dict()
+
+
+@pytest.mark.parametrize("log", REAL_LOGS, ids=[p.stem for p in REAL_LOGS])
+def test_analyzer_line_by_line_equals_analyze_per_file(monkeypatch, log):
+    monkeypatch.setattr(incremental, "COMMIT_BYTES", 256)
+    live = Analyzer()
+    _feed_tree(live, log)
+    assert live.report().to_dict() == nccl_doctor.analyze(str(log)).to_dict()
+
+
+@pytest.mark.parametrize("scenario,layout", [("MN3", "srun-interleaved"), ("RK1", "kubectl"),
+                                             ("NET1", "nccl-debug-file"), ("MN5", "per-rank")])
+def test_analyzer_equals_analyze_on_generated_jobs(tmp_path, monkeypatch, scenario, layout):
+    monkeypatch.setattr(incremental, "COMMIT_BYTES", 4096)
+    job = _generate(tmp_path, scenario, 8, layout)
+    live = Analyzer()
+    _feed_tree(live, job)
+    assert live.report().to_dict() == nccl_doctor.analyze(str(job)).to_dict()
+
+
+def test_analyzer_settles_and_reports_changes_once():
+    now = [0.0]
+    live = Analyzer(settle=2.0, clock=lambda: now[0])
+    lines = _lines("019_mn3_timeout.log")
+    for line in lines:
+        live.feed("logs/rank-0.log", line)
+    assert live.findings() and live.updates() == []  # not settled yet
+    now[0] = 1.0
+    assert live.updates() == []
+    now[0] = 2.5
+    first = live.updates()
+    assert first and {u.status for u in first} == {"new"}
+    now[0] = 10.0
+    assert live.updates() == []
+    live.forget("logs/rank-0.log")  # a rotated file read again gives the same findings: no new alert
+    for line in lines:
+        live.feed("logs/rank-0.log", line)
+    now[0] = 20.0
+    assert live.updates() == []
+    assert live.updates(final=True) == []
+
+
+def test_analyzer_overlong_and_partial_lines_match_the_batch_reader(tmp_path):
+    text = (REAL / "005_mn3_timeout.log").read_bytes()
+    data = b"x" * 200_000 + b"\n" + text + b"y" * 70_000  # an overlong line, and no final newline
+    (tmp_path / "rank-0.log").write_bytes(data)
+    live = Analyzer()
+    _feed_tree(live, tmp_path, random.Random(3))
+    assert live.report().to_dict() == nccl_doctor.analyze(str(tmp_path)).to_dict()
+
+
+# ---- following files -----------------------------------------------------------------------------
+
+def _lines(name: str) -> list[bytes]:
+    return _split((REAL / name).read_bytes())
+
+
+def _check(watcher: Watcher, top: Path) -> None:
+    watcher.poll()
+    assert watcher.analyzer.report().to_dict() == nccl_doctor.analyze(str(top)).to_dict()
+
+
+def test_watcher_follows_growth_new_files_rotation_and_truncation(tmp_path):
+    log = tmp_path / "rank-0.log"
+    a, b = _lines("019_mn3_timeout.log"), _lines("036_mn2_wrong_nic.log")
+    watcher = Watcher([str(tmp_path)], Analyzer())
+    log.write_bytes(b"".join(a[:3]))
+    _check(watcher, tmp_path)
+    with open(log, "ab") as fh:  # growth, ending in a partial line
+        fh.write(b"".join(a[3:]) + b"partial")
+    _check(watcher, tmp_path)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "rank-1.log").write_bytes(b"".join(b))  # a file created later
+    _check(watcher, tmp_path)
+    os.rename(log, tmp_path / "rank-0.log.1")  # rotation by rename: a new inode under the old name
+    log.write_bytes(b"".join(b[:4]))
+    _check(watcher, tmp_path)
+    log.write_bytes(b"".join(a[:2]))  # truncated and rewritten (shorter)
+    _check(watcher, tmp_path)
+    with open(log, "r+b") as fh:  # rewritten in place, longer than what was read: the head differs
+        fh.write(b"".join(b))
+    _check(watcher, tmp_path)
+    (tmp_path / "rank-0.log.1").unlink()  # removed
+    _check(watcher, tmp_path)
+
+
+def test_watcher_reads_compressed_logs(tmp_path):
+    import gzip
+
+    with gzip.open(tmp_path / "rank-0.log.gz", "wb") as fh:
+        fh.write((REAL / "019_mn3_timeout.log").read_bytes())
+    watcher = Watcher([str(tmp_path)], Analyzer())
+    _check(watcher, tmp_path)
+    _check(watcher, tmp_path)  # unchanged: not read again
+
+
+# ---- the command ---------------------------------------------------------------------------------
+
+def _watch(*args: str, stdin=None) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "nccl_doctor", "watch", *args], cwd=ROOT, stdin=stdin,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_watch_once_prints_one_json_line_per_finding(tmp_path):
+    for name in ("019_mn3_timeout.log", "036_mn2_wrong_nic.log"):
+        shutil.copy(REAL / name, tmp_path / name)
+    proc = _watch(str(tmp_path), "--once")
+    out, err = proc.communicate(timeout=60)
+    expected = nccl_doctor.analyze(str(tmp_path))
+    assert proc.returncode == expected.exit_status, err
+    lines = [json.loads(ln) for ln in out.splitlines()]
+    assert [d["finding"] for d in lines] == expected.to_dict()["findings"]
+    assert all(d["status"] == "new" and d["text"].startswith("nccl-doctor: ") for d in lines)
+
+
+def test_watch_stdin_ends_with_the_stream():
+    data = (REAL / "019_mn3_timeout.log").read_text()
+    proc = _watch("-", "--interval", "0.1", stdin=subprocess.PIPE)
+    out, err = proc.communicate(data, timeout=60)
+    assert proc.returncode == 1, err
+    rules = [json.loads(ln)["finding"]["rule"] for ln in out.splitlines()]
+    assert "MN3" in rules and len(rules) == len(set(rules))
+
+
+def test_webhook_retries_with_backoff_and_delivers_once(tmp_path, webhook):
+    shutil.copy(REAL / "019_mn3_timeout.log", tmp_path / "rank-0.log")
+    webhook.fail_next = 2
+    proc = _watch(str(tmp_path), "--once", "--webhook", webhook.url)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err
+    assert out == ""
+    expected = nccl_doctor.analyze(str(tmp_path)).to_dict()["findings"]
+    assert [d["finding"] for d in webhook.received] == expected
+    assert webhook.attempts == len(expected) + 2
+    assert all(isinstance(d["text"], str) and d["text"] for d in webhook.received)
+
+
+def test_webhook_sender_never_blocks_the_caller(webhook):
+    webhook.gate.clear()
+    sender = WebhookSender(webhook.url, timeout=5)
+    t0 = time.monotonic()
+    for i in range(50):
+        sender.send({"text": f"alert {i}"})
+    assert time.monotonic() - t0 < 0.5
+    webhook.gate.set()
+    assert sender.close(wait=20) and sender.delivered == 50
+    assert [d["text"] for d in webhook.received] == [f"alert {i}" for i in range(50)]
+    with pytest.raises(ValueError):
+        WebhookSender("ftp://example.org/")
+
+
+def _replay_order(src: Path) -> list[tuple[str, bytes]]:
+    """The lines of a generated job in the order a real job writes them: every file's lines up to
+    its first timestamped line interleaved in proportion (all ranks run side by side), then the
+    timestamped lines and those after them by time (the timeout cascade, then the launcher's report).
+    """
+    stamps = {(e.file, e.line): e.ts for e in nccl_doctor.parse(str(src)) if e.ts is not None}
+    order = []
+    for path in sorted(p for p in src.iterdir() if p.is_file() and p.suffix != ".json"):
+        lines = _split(path.read_bytes())
+        first = next((i for i in range(len(lines)) if (str(path), i + 1) in stamps), len(lines))
+        t = 0.0
+        for i, line in enumerate(lines):
+            t = stamps.get((str(path), i + 1), t)
+            order.append(((0, i / first, 0) if i < first else (1, t, i), path.name, line))
+    order.sort(key=lambda item: item[0])
+    return [(name, line) for _, name, line in order]
+
+
+def test_watch_generated_hang_line_by_line_reaches_webhook_once(tmp_path, webhook):
+    # A hang: rank 12 falls behind, the 15 others time out in the collective it never joins (MN3),
+    # then torchrun tears the job down; the lagging rank is named by an RK rule.
+    src = _generate(tmp_path, "RK3", 16)
+    live_dir = tmp_path / "live"
+    live_dir.mkdir()
+    proc = _watch(str(live_dir), "--webhook", webhook.url, "--interval", "0.2")
+    live = Analyzer()  # the library, fed the same lines as they are written
+    handles: dict = {}
+    try:
+        time.sleep(0.5)
+        for n, (name, line) in enumerate(_replay_order(src)):  # files appear as their first line is written
+            fh = handles.get(name) or handles.setdefault(name, open(live_dir / name, "ab"))  # noqa: SIM115
+            fh.write(line)
+            fh.flush()
+            live.feed(str(live_dir / name), line)
+            if n % 10 == 0:
+                time.sleep(0.005)
+        for fh in handles.values():
+            fh.close()
+        expected = nccl_doctor.analyze(str(live_dir))
+        wanted = {f.rule for f in expected.findings if f.rule == "MN3" or f.rule.startswith("RK")}
+        assert "MN3" in wanted and any(r.startswith("RK") for r in wanted), [f.rule for f in expected.findings]
+
+        def delivered() -> set[str]:
+            with webhook.lock:
+                return {d["finding"]["rule"] for d in webhook.received}
+
+        assert _wait(lambda: wanted <= delivered(), timeout=60), (delivered(), proc.poll())
+        time.sleep(2.5)  # longer than the settle time: a second alert would arrive now
+    finally:
+        for fh in handles.values():
+            fh.close()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            _, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+    assert proc.returncode == 0, err
+    with webhook.lock:
+        received = list(webhook.received)
+    assert {d["finding"]["rule"] for d in received if d["finding"]["rule"] in wanted or
+            d["finding"]["rule"].startswith("RK")} == wanted  # no transient RK alert on partial logs
+    for rule in wanted:
+        got = [d for d in received if d["finding"]["rule"] == rule]
+        assert len(got) == 1, (rule, [d["finding"]["summary"] for d in got])
+        assert got[0]["status"] == "new" and got[0]["text"]
+        final = [_material(f) for f in expected.to_dict()["findings"] if f["rule"] == rule]
+        assert _material(got[0]["finding"]) in final
+    assert _dicts(live.findings()) == _dicts(expected.findings)
+    live.set_context(skipped=discover([str(live_dir)])[1])
+    assert live.report().to_dict() == expected.to_dict()
