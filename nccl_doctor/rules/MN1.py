@@ -33,7 +33,8 @@ _OTHER_CAUSES = frozenset({"nccl_connect_err", "nccl_shm", "nccl_alloc_fail", "n
 def check(job: JobModel, rule: Rule) -> list:
     strong = in_causal_order(fabric_errors(job))
     nvls = in_causal_order(nvls_errors(job))
-    early_host, early_evidence = _host_stopped_early(job)
+    early_host, stuck, reached = _host_stopped_early(job)
+    early_evidence = stuck + reached
 
     if strong or nvls:
         evidence = (strong or nvls)[:5] + (nvls[:2] if strong else [])
@@ -61,7 +62,7 @@ def check(job: JobModel, rule: Rule) -> list:
                              first_seen=first_ts(evidence))]
 
     if early_host:
-        ranks, _ = ranks_hosts(job, early_evidence)
+        ranks, _ = ranks_hosts(job, stuck)
         n = len([r for r in job.ranks if r.host == early_host])
         summary = (f"the {n} rank(s) on {early_host} stopped earlier in NCCL init than every rank on the other "
                    f"hosts (their last lines are evidence): a node whose NVSwitch "
@@ -71,7 +72,7 @@ def check(job: JobModel, rule: Rule) -> list:
     return []
 
 
-def _host_stopped_early(job: JobModel) -> tuple[str | None, list[Event]]:
+def _host_stopped_early(job: JobModel) -> tuple[str | None, list[Event], list[Event]]:
     """The single host whose ranks all stopped at an earlier NCCL init stage than every rank elsewhere.
 
     Only ranks that logged some NCCL line count, the other hosts' ranks must have started
@@ -83,20 +84,20 @@ def _host_stopped_early(job: JobModel) -> tuple[str | None, list[Event]]:
         if r.host and stage_index(r.stage) >= stage_index("started") and r.stage != "finished":
             by_host[r.host].append(r)
     if len(by_host) < 2:
-        return None, []
+        return None, [], []
     top = {h: max(stage_index(r.stage) for r in rs) for h, rs in by_host.items()}
     low = min(top.values())
     early = [h for h, t in top.items() if t == low]
     others = [r for h, rs in by_host.items() if h not in early for r in rs]
     floor = min(stage_index(r.stage) for r in others)
     if len(early) != 1 or floor <= low or floor < stage_index("init_start"):
-        return None, []
+        return None, [], []
     stuck = by_host[early[0]]
     if any(e.kind in _OTHER_CAUSES for r in stuck for e in r.events):
-        return None, []
-    evidence = [r.events[-1] for r in stuck if r.events][:4]
+        return None, [], []
+    last_lines = [r.events[-1] for r in stuck if r.events][:4]
     reached = [e for r in others for e in r.events if e.kind == "nccl_init"]
-    return early[0], evidence + reached[-2:]
+    return early[0], last_lines, reached[-2:]
 
 
 def _versions_suspect(job: JobModel) -> bool:

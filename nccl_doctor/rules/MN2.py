@@ -77,7 +77,7 @@ def check(job: JobModel, rule: Rule) -> list:
         consistent = no_ib_anywhere and _all_same_choice(nets)
         hosts = sorted({h for h in nets if h and nets[h].socket_channels})
         what = (f"inter-node channels run over TCP sockets (via NET/Socket) on {', '.join(hosts[:4]) or 'this job'}"
-                f"{'; the hosts look like containers (no PCI path for the NIC)' if _containerish(hosts) else ''}")
+                f"{'; the hosts look like containers (docker-style host names)' if _containerish(hosts) else ''}")
         if consistent:
             return [_finding(rule, job, what + ": socket-only fabric, expect low bandwidth", sock, "info", "high")]
         problems.append((what + ": no InfiniBand/RoCE/EFA transport was used between nodes", sock, False))
