@@ -6,9 +6,9 @@ it is written; ``findings()`` returns the findings for everything fed so far, an
 
 The parsing is the batch scanner's own (``Scanner._scan_chunk``), run over chunks of complete
 lines, so the findings equal those of :func:`nccl_doctor.analyze` on the same files. Memory stays
-bounded per source: lines are kept only until they are committed (at most a few MiB), plus the
-head used to recognise launcher prefixes (256 KiB) and the tail that gives each writer's last line
-(256 KiB); the events themselves are small. A chunk is committed only at a *quiet* line, one that no
+bounded per source: lines are kept only until they are committed (about 256 KiB), the head used
+to recognise launcher prefixes only until they are known (at most 256 KiB), and the tail that gives
+each writer's last line (256 KiB); the events themselves are small. A chunk is committed only at a *quiet* line, one that no
 multi-line record (torchrun Result block, ChildFailedError table, hard-wrapped line) can extend
 across, so cutting there changes nothing. Not thread-safe: feed and read from one thread.
 """
@@ -33,7 +33,7 @@ from .scanner import TAIL_BYTES, FileScan, Scanner
 HEAD_BYTES = 256 << 10
 HEAD_LINES = 400
 #: Pending lines are committed (parsed for good, then dropped) once they exceed this many bytes.
-COMMIT_BYTES = 1 << 20
+COMMIT_BYTES = 256 << 10
 #: Without a quiet line to cut at, commit anyway at the batch scanner's chunk size.
 FORCE_COMMIT_BYTES = 8 << 20
 
@@ -106,7 +106,7 @@ class _Source:
         self.pending_bytes += len(line)
         self.total_bytes += len(line)
         self.tail += line
-        if len(self.tail) > 2 * TAIL_BYTES:
+        if len(self.tail) > TAIL_BYTES + (64 << 10):
             del self.tail[:-TAIL_BYTES]
         if self.stripper is None:
             room = HEAD_BYTES - len(self.head)
@@ -114,6 +114,7 @@ class _Source:
             self.head_lines += sum(1 for ln in line.decode("utf-8", "replace").splitlines() if ln.strip())
             if len(self.head) >= HEAD_BYTES or self.head_lines >= HEAD_LINES:
                 self.stripper = self._stripper()
+                self.head = bytearray()  # the launcher modes are known for good
                 if self.stripper is None:  # binary: nothing of this source is read
                     self.binary = True
                     self.pending, self.pending_bytes, self.tail = [], 0, bytearray()

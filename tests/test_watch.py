@@ -124,7 +124,7 @@ def _generate(tmp_path: Path, scenario: str = "MN3", ranks: int = 16, layout: st
 
 # ---- the incremental analyzer equals analyze() ---------------------------------------------------
 
-@pytest.mark.parametrize("commit_bytes", [1 << 20, 64], ids=["default", "tiny-commits"])
+@pytest.mark.parametrize("commit_bytes", [incremental.COMMIT_BYTES, 64], ids=["default", "tiny-commits"])
 def test_analyzer_equals_analyze_on_real_excerpts(monkeypatch, commit_bytes):
     monkeypatch.setattr(incremental, "COMMIT_BYTES", commit_bytes)
     live = Analyzer()
@@ -172,8 +172,8 @@ def test_analyzer_settles_and_reports_changes_once():
     assert live.updates(final=True) == []
 
 
-def test_analyzer_overlong_and_partial_lines_match_the_batch_reader(tmp_path):
-    text = (REAL / "005_mn3_timeout.log").read_bytes()
+def test_analyzer_large_file_overlong_and_partial_lines_match_the_batch_reader(tmp_path):
+    text = b"".join(p.read_bytes().rstrip(b"\n") + b"\n" for p in REAL_LOGS[:12]) * 8  # > COMMIT_BYTES
     data = b"x" * 200_000 + b"\n" + text + b"y" * 70_000  # an overlong line, and no final newline
     (tmp_path / "rank-0.log").write_bytes(data)
     live = Analyzer()
