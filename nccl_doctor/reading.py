@@ -8,6 +8,8 @@ stays in C (``bytes.find``/``count``) and never touches uninteresting lines in P
 from __future__ import annotations
 
 import gzip
+import io
+import os
 import re
 import sys
 from collections.abc import Iterator
@@ -37,8 +39,68 @@ def open_binary(real: str) -> BinaryIO:
     if head.startswith(_ZSTD_MAGIC):
         import zstandard  # imported lazily: short runs on plain text never pay for it
 
-        return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True, closefd=True)
-    return raw
+        return _Zstd(raw, zstandard)
+    return _UpTo(raw)
+
+
+class _Zstd:
+    """zstd frames, one after another; a stream that ends inside a frame is reported as truncated
+    (the library's stream reader ends silently there)."""
+
+    def __init__(self, raw, zstandard) -> None:
+        self._raw, self._z = raw, zstandard
+        self._d = zstandard.ZstdDecompressor().decompressobj()
+        self._in_frame = False
+
+    def read1(self, n: int = 1 << 18) -> bytes:
+        while True:
+            data = self._raw.read(n)
+            if not data:
+                if self._in_frame:
+                    raise EOFError("zstd stream ended inside a frame (truncated)")
+                return b""
+            out = []
+            while data:
+                self._in_frame = True
+                out.append(self._d.decompress(data))
+                if self._d.eof:
+                    self._in_frame = False
+                    data = self._d.unused_data
+                    self._d = self._z.ZstdDecompressor().decompressobj()
+                else:
+                    data = b""
+            chunk = b"".join(out)
+            if chunk:
+                return chunk
+
+    read = read1
+
+    def close(self) -> None:
+        self._raw.close()
+
+
+class _UpTo:
+    """A plain file read only up to its size when opened: a log still being written (or a writer
+    faster than us) must not keep the read going forever."""
+
+    def __init__(self, raw: io.BufferedReader):
+        self._raw = raw
+        try:
+            self._left = os.fstat(raw.fileno()).st_size
+        except OSError:
+            self._left = None
+
+    def read(self, n: int = -1) -> bytes:
+        if self._left is None:
+            return self._raw.read(n)
+        if self._left <= 0:
+            return b""
+        data = self._raw.read(self._left if n < 0 else min(n, self._left))
+        self._left -= len(data)
+        return data
+
+    def close(self) -> None:
+        self._raw.close()
 
 
 def iter_chunks(fp: BinaryIO, chunk_size: int = CHUNK, max_line: int = MAX_LINE) -> Iterator[bytes]:
@@ -49,15 +111,26 @@ def iter_chunks(fp: BinaryIO, chunk_size: int = CHUNK, max_line: int = MAX_LINE)
     carry = b""
     skipping = False  # inside an overlong line whose tail is being dropped
     issue: str | None = None
-    while True:
+    # Decompressors are read in small pieces so that a truncated archive loses at most one piece.
+    small = getattr(fp, "read1", None) if not isinstance(fp, (io.BufferedReader, _UpTo)) else None
+    stop = False
+    while not stop:
+        parts: list[bytes] = []
         try:
-            data = fp.read(chunk_size)
-        except (EOFError, OSError, ValueError) as exc:  # truncated gzip, zstd error, I/O error
+            if small is not None:
+                got = 0
+                while got < chunk_size:
+                    piece = small(256 << 10)
+                    if not piece:
+                        break
+                    parts.append(piece)
+                    got += len(piece)
+            else:
+                parts.append(fp.read(chunk_size))
+        except Exception as exc:  # truncated gzip (EOFError), zstd errors, I/O errors
             issue = f"read stopped early: {type(exc).__name__}: {exc}"[:200]
-            data = b""
-        except Exception as exc:  # zstandard.ZstdError does not derive from OSError
-            issue = f"read stopped early: {type(exc).__name__}: {exc}"[:200]
-            data = b""
+            stop = True
+        data = b"".join(parts)
         if not data:
             break
         if skipping:

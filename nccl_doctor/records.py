@@ -113,7 +113,9 @@ def is_block_header(record: str) -> bool:
 BLOCK_LITERALS = ("Rendezvous complete", _CFE_ROOT, _CFE_FAIL, "Stalled ranks:", "Missing ranks:")
 
 #: A wrapped continuation: not blank, and not the start of a new prefixed record.
-_NEW_RECORD = re.compile(r"^\s*(?:\[|[\w.-]{1,120}:\d{1,10}:\d{1,10} |[A-Z][a-z]{2} [A-Z][a-z]{2} |Traceback|\d{4}-\d{2}-\d{2})")
+_NEW_RECORD = re.compile(
+    r"^\s*(?:\[|\(|[\w.-]{1,120}:\d{1,10}:\d{1,10} |[A-Z][a-z]{2} [A-Z][a-z]{2} |Traceback|\d{4}-\d{2}-\d{2}"
+    r"|\d{1,7}: |[IWEFV]\d{4} \d{2}:\d{2}|[A-Z]{3,}[:\s]|[A-Za-z_][\w.]{0,80}(?:Error|Exception|Warning):)")
 
 
 def is_continuation(line: str) -> bool:

@@ -82,25 +82,27 @@ class Scanner:
         stripper: LauncherStripper | None = None
         base_line = 0
         tail = b""
-        for chunk in iter_chunks(fp):
-            if stripper is None:
-                if looks_binary(chunk[:8192]):
-                    out.skipped = "binary data, not a text log"
-                    return
-                head = chunk[: 256 << 10].decode("utf-8", "replace").splitlines()
-                modes = detect_modes(head)
-                out.modes = tuple(sorted(modes))
-                stripper = LauncherStripper(modes)
-            out.bytes += len(chunk)
-            self._scan_chunk(chunk, base_line, stripper, year, out)
-            nl = chunk.count(b"\n")
-            if chunk and not chunk.endswith(b"\n"):
-                nl += 1
-            base_line += nl
-            tail = (tail + chunk)[-TAIL_BYTES:] if len(chunk) < TAIL_BYTES else chunk[-TAIL_BYTES:]
-        out.lines = base_line
-        if stripper is not None:
-            self._last_lines(tail, base_line, stripper, year, out)
+        try:
+            for chunk in iter_chunks(fp):
+                if stripper is None:
+                    if looks_binary(chunk[:8192]):
+                        out.skipped = "binary data, not a text log"
+                        return
+                    head = chunk[: 256 << 10].decode("utf-8", "replace").splitlines()
+                    modes = detect_modes(head)
+                    out.modes = tuple(sorted(modes))
+                    stripper = LauncherStripper(modes)
+                out.bytes += len(chunk)
+                self._scan_chunk(chunk, base_line, stripper, year, out)
+                nl = chunk.count(b"\n")
+                if chunk and not chunk.endswith(b"\n"):
+                    nl += 1
+                base_line += nl
+                tail = (tail + chunk)[-TAIL_BYTES:] if len(chunk) < TAIL_BYTES else chunk[-TAIL_BYTES:]
+        finally:  # a truncated stream still reports what was read before it broke
+            out.lines = base_line
+            if stripper is not None:
+                self._last_lines(tail, base_line, stripper, year, out)
 
     # ---- candidate lines ---------------------------------------------------------------------
 
@@ -154,7 +156,15 @@ class Scanner:
                 out.parsed += chunk.count(b"\n", e, cursor[0])
 
     def _rewrap(self, chunk: bytes, s: int, cursor: list, rec: str, stripper: LauncherStripper, match):
-        """Try a hard-wrapped record: join the previous record start and following continuations."""
+        """Try a hard-wrapped record: the previous record start plus following continuation lines.
+
+        A continuation is a line that starts no record of its own: no launcher label, no known
+        prefix, and it matches nothing by itself (log text wrapped at ~70 columns by a mail or
+        commit-message formatter, ``064``).
+        """
+        def line_at(start: int, end: int) -> tuple[dict, str]:
+            return stripper.strip(clean_line(chunk[start:end]))
+
         parts = [rec.strip()]
         if is_continuation(rec):
             p_end = s - 1
@@ -162,25 +172,23 @@ class Scanner:
                 if p_end <= 0:
                     break
                 p_start = chunk.rfind(b"\n", 0, p_end) + 1
-                prev = stripper.strip(clean_line(chunk[p_start:p_end]))[1]
+                lf, prev = line_at(p_start, p_end)
                 if not prev.strip():
                     break
                 parts.insert(0, prev.strip())
-                if not is_continuation(prev):
+                if lf or not is_continuation(prev):  # the record's first line (it may carry a label)
                     break
                 p_end = p_start - 1
         n = len(chunk)
         pos = cursor[0]
         for _ in range(4):
-            if len(parts) == 1 and pos == cursor[0] and not parts:
-                break
             p = pos + 1
             if p >= n:
                 break
             q = chunk.find(b"\n", p)
             q = n if q < 0 else q
-            nxt = stripper.strip(clean_line(chunk[p:q]))[1]
-            if not is_continuation(nxt):
+            lf, nxt = line_at(p, q)
+            if lf or not is_continuation(nxt) or match(nxt) is not None:
                 break
             parts.append(nxt.strip())
             pos = q

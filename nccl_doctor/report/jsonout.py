@@ -24,7 +24,7 @@ def _rank_dict(r) -> dict[str, Any]:
 def _iso(ts: float) -> str:
     import datetime as _dt
 
-    return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    return _dt.datetime.fromtimestamp(ts, _dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def report_dict(report) -> dict[str, Any]:
