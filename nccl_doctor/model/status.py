@@ -1,0 +1,52 @@
+"""Each rank's status from cross-rank evidence: ok | timed_out | failed | silent | lagging.
+
+* failed: the rank's own error is a cause (a crash, not the echo of someone else's failure);
+* lagging: behind the SeqNum the others waited in, or named by a desync report;
+* silent: wrote nothing / stopped early with no error while the others went on;
+* timed_out: it waited in a collective (or its watchdog was killed) - a consequence;
+* ok: none of these.
+
+A rank that failed and then also timed out is "failed"; the order below is the precedence.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .job import JobModel
+
+
+def assign_statuses(job: JobModel) -> None:
+    """Set ``RankState.status`` on every rank of the job (called at the end of ``build_job``)."""
+    from ..rules import facts  # imported here: the rules package imports the model
+
+    by_state: dict[int, str] = {}
+    by_rank: dict[int, str] = {}
+
+    def mark(state, rank, status: str) -> None:
+        if state is not None:
+            by_state.setdefault(id(state), status)
+        if rank is not None:
+            by_rank.setdefault(rank, status)
+
+    for f in facts.failures(job):
+        if f.crash and not f.recovered:
+            mark(f.state, f.rank, "failed")
+    for s in facts.lagging_ranks(job):
+        mark(s.state, s.rank, "lagging")
+    for s in facts.silent_ranks(job):
+        if s.confirmed:
+            mark(s.state, s.rank, "silent")
+    # A rank whose watchdog hung while the others' collectives timed out is the odd one out.
+    if facts.timeouts_by_pg(job):
+        waited = {id(r.state) for p in facts.timeouts_by_pg(job).values() for r in p.reports}
+        for w in facts.watchdog_kills(job):
+            if w.state is not None and id(w.state) not in waited:
+                mark(w.state, w.rank, "failed")
+    timed = facts.timed_out_states(job)
+    for r in job.ranks:
+        status = by_state.get(id(r)) or (by_rank.get(r.rank) if r.rank is not None else None)
+        if status is None and id(r) in timed:
+            status = "timed_out"
+        r.status = status or "ok"

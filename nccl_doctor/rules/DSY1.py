@@ -1,0 +1,108 @@
+"""DSY1 collective desync: ranks issued different collectives at the same SeqNum of one group.
+
+Evidence: the watchdog lines of two ranks in the same process group and SeqNum disagree on OpType
+or on the element count; a desync report says a rank "is running inconsistent collective"; or
+``TORCH_DISTRIBUTED_DEBUG=DETAIL`` raised "Detected mismatch between collectives on ranks".
+That is an application bug (a rank-dependent code path), not a slow rank.
+
+Element counts are only compared where every rank passes the same count: point-to-point ops,
+gather/scatter (root and non-root differ), all-to-all and coalesced groups (``NumelIn=-1``) are
+left out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+
+from ..findings import Finding
+from ..model import JobModel
+from . import facts
+from .base import Rule
+from .facts import name_ranks, pg_label
+
+#: Ops whose element counts legitimately differ across ranks (or are not counts at all).
+_UNEVEN = ("SEND", "RECV", "RECVANYSOURCE", "GATHER", "SCATTER", "ALLTOALL", "ALLTOALL_BASE", "COALESCED",
+           "ALLGATHER_COALESCED", "ALLREDUCE_COALESCED", "REDUCESCATTER_COALESCED", "_ALLREDUCE_SPARSE",
+           "UNKNOWN")
+_P2P = {"SEND", "RECV", "RECVANYSOURCE"}
+_MISMATCH = re.compile(r"Detected mismatch between collectives on ranks")
+
+
+def check(job: JobModel, rule: Rule) -> list[Finding]:
+    found = _watchdog_mismatch(job) + _reported_mismatch(job)
+    if not found:
+        return []
+    summary, ranks, hosts, evidence = found[0]
+    if len(found) > 1:
+        summary += f" (and {len(found) - 1} more mismatch{'es' if len(found) > 2 else ''})"
+    return [rule.finding(summary, ranks=ranks, hosts=hosts, evidence=evidence, first_seen=facts.first_ts(evidence))]
+
+
+#: (summary, the ranks at odds with the others, their hosts, evidence)
+Mismatch = tuple[str, list, list, list]
+
+
+def _watchdog_mismatch(job: JobModel) -> list[Mismatch]:
+    out = []
+    for pg, pt in facts.timeouts_by_pg(job).items():
+        by_seq: dict[int, list[facts.RankTimeout]] = defaultdict(list)
+        for r in pt.reports:
+            if r.seq is not None and r.op:
+                by_seq[r.seq].append(r)
+        for seq, reps in sorted(by_seq.items()):
+            ops = {r.op for r in reps}
+            if len(ops) > 1 and not ops <= _P2P:
+                odd = _odd_ones(reps, lambda r: r.op)
+                detail = "; ".join(f"{op} on {name_ranks(r.rank for r in reps if r.op == op) or '?'}"
+                                   for op in sorted(ops))
+                out.append((f"ranks issued different collectives at SeqNum {seq} of {pg_label(pg, pt.desc)}: "
+                            f"{detail}", [r.rank for r in odd], [r.host for r in odd], _lead(odd, reps)))
+                continue
+            op = next(iter(ops))
+            if op in _UNEVEN:
+                continue
+            sized = [r for r in reps if r.numel_in is not None and r.numel_in >= 0]
+            if len({r.numel_in for r in sized}) > 1:
+                odd = _odd_ones(sized, lambda r: r.numel_in)
+                detail = "; ".join(f"NumelIn={i} on {name_ranks(r.rank for r in sized if r.numel_in == i) or '?'}"
+                                   for i in sorted({r.numel_in for r in sized}))
+                out.append((f"ranks called {op} at SeqNum {seq} of {pg_label(pg, pt.desc)} with different sizes: "
+                            f"{detail}", [r.rank for r in odd], [r.host for r in odd], _lead(odd, reps)))
+    return out
+
+
+def _odd_ones(reps: list[facts.RankTimeout], value) -> list[facts.RankTimeout]:
+    """The ranks that disagree with the majority (all of them when there is no majority)."""
+    counts = Counter(value(r) for r in reps)
+    (top, n), *rest = counts.most_common()
+    if rest and n == rest[0][1]:
+        return reps
+    return [r for r in reps if value(r) != top]
+
+
+def _lead(odd: list[facts.RankTimeout], reps: list[facts.RankTimeout]) -> list:
+    """The odd ranks' watchdog lines first, then one of the majority's for comparison."""
+    others = [r for r in reps if r not in odd][:1]
+    return [next((e for e in r.events if e.kind == "torch_wd_timeout"), r.events[0]) for r in odd[:7] + others]
+
+
+def _reported_mismatch(job: JobModel) -> list[Mismatch]:
+    """torch's own checks: the desync report and TORCH_DISTRIBUTED_DEBUG=DETAIL fingerprints."""
+    out = []
+    inconsistent = [e for e in job.by_kind("torch_desync_rank") if e.get("state") == "inconsistent"]
+    if inconsistent:
+        ranks = [e.get("rank") for e in inconsistent]
+        detail = inconsistent[0].get("detail") or ""
+        out.append((f"the desync report says {name_ranks(ranks)} ran an inconsistent collective"
+                    + (f": {detail}" if detail else ""), ranks, [facts.host_of(job, e) for e in inconsistent],
+                    inconsistent[:8]))
+    fingerprints = [e for e in job.by_kind("python_exception", "torch_wd_exception", "cpp_terminate")
+                    if _MISMATCH.search(e.text)]
+    if fingerprints:
+        ranks = sorted({int(r) for e in fingerprints for r in re.findall(r"\bRank (\d{1,7}) is running", e.text)})
+        out.append(("TORCH_DISTRIBUTED_DEBUG=DETAIL detected a mismatch between collectives"
+                    + (f" on {name_ranks(ranks)}" if ranks else ""),
+                    ranks or [facts.global_rank(job, fingerprints[0])], [facts.host_of(job, fingerprints[0])],
+                    fingerprints[:4]))
+    return out

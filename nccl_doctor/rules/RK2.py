@@ -1,0 +1,45 @@
+"""RK2 rank missing or silent: a rank the job expected wrote nothing, or went quiet first.
+
+A dead rank usually writes nothing: no error, no timeout. We name a rank as missing/silent when
+Horovod's stall inspector lists it (``missing ranks: R`` names the missing rank, not the reporter),
+when the job's size is known and a rank has no line while the job failed, when it reported no
+timeout in the default group while the others timed out, or when its log stops at an earlier NCCL
+init stage than everyone else's. A log excerpt that simply does not show some ranks is not
+evidence: without a known world size and per-rank files we say "hint", not "missing".
+"""
+
+from __future__ import annotations
+
+from ..findings import Finding, Severity
+from ..model import JobModel
+from . import facts
+from .base import Rule
+from .facts import fmt_ranks, plural
+
+
+def check(job: JobModel, rule: Rule) -> list[Finding]:
+    suspects = facts.silent_ranks(job)
+    if not suspects:
+        return []
+    confirmed = [s for s in suspects if s.confirmed]
+    if not confirmed:
+        return [_hint(rule, suspects)]
+    chosen = facts.strongest(confirmed)
+    summary = facts.suspects_summary(chosen, "is missing or went silent" if len(chosen) == 1
+                                     else "are missing or went silent")
+    weaker = [s for s in suspects if s not in chosen and s.rank is not None]
+    if weaker:
+        summary += f"; weaker hints also point at ranks {fmt_ranks(s.rank for s in weaker)}"
+    evidence = [e for s in chosen for e in s.events][:8]
+    return [rule.finding(summary, confidence=chosen[0].confidence, ranks=[s.rank for s in chosen],
+                         hosts=[s.host for s in chosen], evidence=evidence, first_seen=facts.first_ts(evidence))]
+
+
+def _hint(rule: Rule, suspects: list[facts.Suspect]) -> Finding:
+    """Silence we cannot confirm (a combined log may just not show these ranks): a warning, not a verdict."""
+    summary = (f"{plural(len(suspects), 'rank')} ({fmt_ranks(s.rank for s in suspects) or '?'}) did not report "
+               f"while others failed or timed out ({suspects[0].reason}); the logs may not include them, "
+               "so this is a hint")
+    evidence = [e for s in suspects for e in s.events][:6]
+    return rule.finding(summary, severity=Severity.WARNING, confidence="low", ranks=[s.rank for s in suspects],
+                        hosts=[s.host for s in suspects], evidence=evidence, first_seen=facts.first_ts(evidence))

@@ -1,0 +1,984 @@
+"""Shared facts about a job: what several rules, the rank statuses and the verdict all need.
+
+* ``timeouts_by_pg(job)``: per process group, which ranks timed out in which SeqNum/op, after how
+  long, and their last enqueued/completed work (de-duplicated: the same timeout is echoed 3-5 times
+  per rank, as the LOG line, the watchdog exception, ``what()`` and the Python error).
+* ``failures(job)`` / ``first_failure(job)``: the non-consequential errors, one per rank, in causal
+  order. Consequences (peer closed the socket, flushed IB work, a watchdog timeout, SIGTERM from the
+  launcher, ``ncclRemoteError``, ``-> N`` chains) are never causes.
+* ``lagging_ranks(job)``, ``silent_ranks(job)``, ``stage_outliers(job)``: who fell behind, who went
+  quiet, who stopped earlier in NCCL's init sequence than the others.
+* small formatters (``fmt_ranks``, ``fmt_ms``, ``pg_label``) so summaries read the same everywhere.
+
+Results are cached per job (rules run one after another over the same job model).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import wraps
+from typing import Any, TypeVar
+
+from ..events import Event, LastLine
+from ..model import JobModel, RankState, pg_key, stage_index
+
+T = TypeVar("T")
+
+#: Collective timeouts that nobody chose: say so, the fix is to choose one.
+DEFAULT_TIMEOUTS_MS = {
+    600_000: "the 10-minute default of torch >= 2.2",
+    1_800_000: "the 30-minute default of torch <= 2.1 and DeepSpeed",
+}
+
+# ---- cache: facts are computed once per job -----------------------------------------------------
+
+_CACHE: dict[str, Any] = {}
+_CACHED_JOB: list[JobModel] = []
+
+
+def _per_job(fn: Callable[[JobModel], T]) -> Callable[[JobModel], T]:
+    @wraps(fn)
+    def wrapper(job: JobModel) -> T:
+        if not _CACHED_JOB or _CACHED_JOB[0] is not job:  # only the latest job is kept
+            _CACHE.clear()
+            _CACHED_JOB[:] = [job]
+        if fn.__name__ not in _CACHE:
+            _CACHE[fn.__name__] = fn(job)
+        return _CACHE[fn.__name__]
+
+    return wrapper
+
+
+# ---- formatting ---------------------------------------------------------------------------------
+
+
+def fmt_ranks(ranks: Iterable[int | None], limit: int = 12) -> str:
+    """``[0, 1, 2, 3, 5, 8, 9]`` -> ``0-3, 5, 8-9``; long lists are cut with a count."""
+    vals = sorted({r for r in ranks if r is not None})
+    runs: list[str] = []
+    i = 0
+    while i < len(vals):
+        j = i
+        while j + 1 < len(vals) and vals[j + 1] == vals[j] + 1:
+            j += 1
+        runs.append(str(vals[i]) if i == j else f"{vals[i]}-{vals[j]}")
+        i = j + 1
+    if len(runs) > limit:
+        return ", ".join(runs[:limit]) + f", ... ({len(vals)} ranks)"
+    return ", ".join(runs)
+
+
+def name_ranks(ranks: Iterable[int | None]) -> str:
+    """'rank 3' / 'ranks 0-2, 5' / '' when none is known."""
+    vals = {r for r in ranks if r is not None}
+    if not vals:
+        return ""
+    return f"rank {next(iter(vals))}" if len(vals) == 1 else f"ranks {fmt_ranks(vals)}"
+
+
+def count_ranks(ranks: Iterable[int | None], n: int | None = None) -> str:
+    """'rank 3' / '3 ranks (0-2)' / '2 processes' (n: how many, when some ranks are unknown)."""
+    vals = sorted({r for r in ranks if r is not None})
+    total = n if n is not None else len(vals)
+    if vals and total == 1:
+        return f"rank {vals[0]}"
+    if vals:
+        return f"{plural(total, 'rank')} ({fmt_ranks(vals)})"
+    return plural(total, "process")
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}{'es' if word.endswith('s') else 's'}"
+
+
+def fmt_ms(ms: float | None) -> str:
+    """Milliseconds as a duration a person reads: ``8.1 s``, ``10 min``, ``1 h 5 min``."""
+    if ms is None:
+        return "an unknown time"
+    s = ms / 1000.0
+    if s < 60:
+        return f"{s:.1f} s" if s < 10 else f"{s:.0f} s"
+    m = s / 60.0
+    if m < 60:
+        return f"{m:.0f} min" if abs(m - round(m)) < 0.05 else f"{m:.1f} min"
+    h, rest = divmod(round(m), 60)
+    return f"{h} h {rest} min" if rest else f"{h} h"
+
+
+def timeout_origin(ms: int | None) -> str:
+    """Why a timeout has the value it has (a default nobody chose, or an explicit setting)."""
+    if ms is None:
+        return ""
+    return DEFAULT_TIMEOUTS_MS.get(ms, "set explicitly")
+
+
+def pg_label(pg: str, desc: str | None = None) -> str:
+    if pg == "default":
+        return "the default group"
+    name = pg[2:] if pg.startswith("pg") and pg[2:].isdigit() else pg
+    return f"process group {name}" + (f" ({desc})" if desc and desc not in ("undefined", "default_pg") else "")
+
+
+def brief(text: str, limit: int = 160) -> str:
+    """The first sentence(s) of an error message, short enough for a headline."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(". ", 40, limit)
+    return text[: cut + 1] if cut > 0 else text[: limit - 3].rstrip() + "..."
+
+
+def first_ts(events: Iterable[Event]) -> float | None:
+    times = [e.ts for e in events if e.ts is not None]
+    return min(times) if times else None
+
+
+# ---- who wrote an event -------------------------------------------------------------------------
+
+
+def owner(job: JobModel, ev: Event) -> RankState | None:
+    """The process (RankState) that wrote ``ev``; None for lines no process could claim."""
+    return job.rank_of(ev)
+
+
+def global_rank(job: JobModel, ev: Event) -> int | None:
+    """The event's global rank: its own (launcher/identity), else its process's."""
+    if ev.rank is not None:
+        return ev.rank
+    st = owner(job, ev)
+    return st.rank if st is not None else None
+
+
+def host_of(job: JobModel, ev: Event) -> str | None:
+    if ev.host:
+        return ev.host
+    st = owner(job, ev)
+    return st.host if st is not None else None
+
+
+@_per_job
+def per_rank_layout(job: JobModel) -> bool:
+    """True when the logs are one file per rank (so a rank without lines really wrote nothing)."""
+    if len(job.files) < 2:
+        return False
+    ranks_in_file: dict[str, set[int]] = defaultdict(set)
+    for r in job.ranks:
+        if r.rank is not None:
+            for f in r.files:
+                ranks_in_file[f].add(r.rank)
+    with_rank = [f for f in job.files if ranks_in_file.get(f)]
+    return len(with_rank) >= 2 and all(len(ranks_in_file[f]) == 1 for f in with_rank)
+
+
+# ---- collective timeouts ------------------------------------------------------------------------
+
+#: The WorkNCCL repr inside an echo (watchdog exception, what(), Python error) of a timeout.
+_WORK = re.compile(r"WorkNCCL\((?:SeqNum=(?P<seq>\d{1,18}), )?OpType=(?P<op>\w{1,40})[^)]{0,300}?"
+                   r"Timeout\(ms\)=(?P<tmo>\d{1,12})\)(?: ran for (?P<ran>\d{1,15}) milliseconds)?")
+_TIMEOUT_TEXT = "Watchdog caught collective operation timeout"
+_ECHO_KINDS = ("torch_wd_exception", "python_exception", "torch_nccl_error", "cpp_terminate")
+
+
+@dataclass(slots=True)
+class RankTimeout:
+    """One rank's timeout in one process group (all its echoes merged)."""
+
+    rank: int | None
+    state: RankState | None
+    pg: str
+    seq: int | None = None
+    op: str | None = None
+    numel_in: int | None = None
+    numel_out: int | None = None
+    timeout_ms: int | None = None
+    ran_ms: int | None = None
+    enqueued: int | None = None
+    completed: int | None = None
+    events: list[Event] = field(default_factory=list)
+
+    @property
+    def ts(self) -> float | None:
+        return first_ts(self.events)
+
+    @property
+    def host(self) -> str | None:
+        return self.state.host if self.state is not None else None
+
+
+@dataclass(slots=True)
+class PgTimeouts:
+    """Every rank's timeout in one process group."""
+
+    pg: str
+    reports: list[RankTimeout]
+    desc: str | None = None
+
+    @property
+    def seq(self) -> int | None:
+        """The SeqNum most ranks timed out in."""
+        seqs = Counter(r.seq for r in self.reports if r.seq is not None)
+        return max(seqs, key=lambda s: (seqs[s], s)) if seqs else None
+
+    @property
+    def op(self) -> str | None:
+        ops = Counter(r.op for r in self.reports if r.op and (self.seq is None or r.seq == self.seq))
+        return ops.most_common(1)[0][0] if ops else None
+
+    @property
+    def ranks(self) -> list[int]:
+        return sorted({r.rank for r in self.reports if r.rank is not None})
+
+    @property
+    def timeouts_ms(self) -> Counter:
+        return Counter(r.timeout_ms for r in self.reports if r.timeout_ms is not None)
+
+    @property
+    def ran_ms(self) -> int | None:
+        vals = [r.ran_ms for r in self.reports if r.ran_ms is not None]
+        return max(vals) if vals else None
+
+    @property
+    def ts(self) -> float | None:
+        return first_ts(e for r in self.reports for e in r.events)
+
+    def lead_events(self) -> list[Event]:
+        """One watchdog line per rank (the most informative), in rank order."""
+        out = []
+        for r in sorted(self.reports, key=lambda r: (r.rank is None, r.rank or 0)):
+            best = next((e for e in r.events if e.kind == "torch_wd_timeout"), None) or r.events[0]
+            out.append(best)
+        return out
+
+
+def _echo_work(ev: Event) -> dict | None:
+    """Fields of a timeout echoed inside an exception text, or None."""
+    text = " ".join(str(v) for v in (ev.get("exc"), ev.get("msg"), ev.get("err")) if v) or ev.text
+    if _TIMEOUT_TEXT not in text:
+        return None
+    m = _WORK.search(text)
+    if not m:
+        return {}
+    return {k: (int(v) if k != "op" else v) for k, v in m.groupdict().items() if v is not None}
+
+
+@_per_job
+def timeouts_by_pg(job: JobModel) -> dict[str, PgTimeouts]:
+    """Per process group (``pg_key``), every rank's collective timeout, de-duplicated."""
+    # SeqNum -> PG from lines that name their PG, to place the WorkNCCL lines that do not.
+    seq_pg_job: dict[int, set[str]] = defaultdict(set)  # job-wide, from lines that name their PG
+    seq_pg_writer: dict[tuple, dict[int, str]] = defaultdict(dict)  # per writer
+    for e in job.by_kind("torch_wd_status", "torch_exception_hit"):
+        if e.get("seq") is not None:
+            seq_pg_writer[_writer(job, e)][e.get("seq")] = pg_key(e)
+            if e.get("pg_id") is not None or e.get("pg_guid") is not None:
+                seq_pg_job[e.get("seq")].add(pg_key(e))
+    descs: dict[str, str] = {}
+    merged: dict[tuple, RankTimeout] = {}
+    for ev in job.events:  # not only the ranks' events: lines of an unknown rank count too
+        fields = _timeout_fields(ev)
+        if fields is None:
+            continue
+        st, writer, seq = owner(job, ev), _writer(job, ev), fields.get("seq")
+        if ev.get("pg_id") is not None or ev.get("pg_guid") is not None:
+            pg = pg_key(ev)
+        elif seq in seq_pg_writer[writer]:
+            pg = seq_pg_writer[writer][seq]
+        elif len(seq_pg_job.get(seq, ())) == 1:
+            pg = next(iter(seq_pg_job[seq]))
+        else:
+            pg = "default"
+        if ev.get("pg_desc"):
+            descs.setdefault(pg, str(ev.get("pg_desc")))
+        rank = ev.rank if ev.rank is not None else st.rank if st is not None else None
+        if rank is None and pg == "default":
+            rank = _int(ev.get("pg_rank"))  # in the default group the group rank is the global rank
+        key = (("rank", rank) if rank is not None else (writer, ev.get("pg_rank")), pg)
+        rt = merged.get(key)
+        if rt is None:
+            rt = merged[key] = RankTimeout(rank=rank, state=st, pg=pg)
+        _merge_timeout(rt, ev, fields)
+    out: dict[str, PgTimeouts] = {}
+    for rt in merged.values():
+        out.setdefault(rt.pg, PgTimeouts(pg=rt.pg, reports=[], desc=descs.get(rt.pg))).reports.append(rt)
+    return dict(sorted(out.items(), key=lambda kv: (-len(kv[1].reports), kv[0])))
+
+
+def _writer(job: JobModel, ev: Event) -> tuple:
+    """Who wrote a line: its process, else what its file and prefixes say about the writer."""
+    st = owner(job, ev)
+    return ("state", id(st)) if st is not None else ("file", ev.file, ev.local_rank, ev.host, ev.pid)
+
+
+def _timeout_fields(ev: Event) -> dict | None:
+    k = ev.kind
+    if k == "torch_wd_timeout":
+        return {"seq": ev.get("seq"), "op": ev.get("op"), "numel_in": ev.get("numel_in"),
+                "numel_out": ev.get("numel_out"), "tmo": ev.get("timeout_ms"), "ran": ev.get("ran_ms")}
+    if k in ("torch_wd_status", "torch_exception_hit"):
+        return {"seq": ev.get("seq"), "enq": ev.get("enqueued"), "comp": ev.get("completed")}
+    if k in _ECHO_KINDS:
+        return _echo_work(ev)
+    return None
+
+
+def _merge_timeout(rt: RankTimeout, ev: Event, f: dict) -> None:
+    """Fill what is still unknown; an echo never overrides the watchdog line itself."""
+    if rt.seq is None and f.get("seq") is not None:
+        rt.seq = f["seq"]
+    for attr, key in (("op", "op"), ("numel_in", "numel_in"), ("numel_out", "numel_out"),
+                      ("timeout_ms", "tmo"), ("ran_ms", "ran"), ("enqueued", "enq"), ("completed", "comp")):
+        if getattr(rt, attr) is None and f.get(key) is not None:
+            setattr(rt, attr, f[key])
+    if ev.kind == "torch_wd_timeout" or not any(e.kind == ev.kind for e in rt.events):
+        rt.events.append(ev)
+
+
+@dataclass(slots=True)
+class WatchdogKill:
+    """A heartbeat-monitor kill / stuck watchdog on one rank."""
+
+    rank: int | None
+    state: RankState | None
+    pg: str
+    work_meta_size: int | None = None
+    seconds: int | None = None
+    events: list[Event] = field(default_factory=list)
+
+
+#: 2.5+ prints this FATAL line after an ordinary timeout when the monitor wins the race: not a hang.
+_NOT_A_HANG = ("due to collective timeout or exception",)
+
+
+@_per_job
+def watchdog_kills(job: JobModel) -> list[WatchdogKill]:
+    """Heartbeat-monitor kills and 'watchdog got stuck' reports, one per rank and PG."""
+    merged: dict[tuple, WatchdogKill] = {}
+    for ev in job.by_kind("torch_heartbeat_timeout", "torch_watchdog_stuck", "torch_monitor_timeout"):
+        if any(s in ev.text for s in _NOT_A_HANG):
+            continue
+        st, pg = owner(job, ev), pg_key(ev)
+        rank = ev.rank if ev.rank is not None else st.rank if st is not None else None
+        if rank is None and pg == "default":
+            rank = _int(ev.get("pg_rank"))
+        key = (("rank", rank) if rank is not None else (_writer(job, ev), ev.get("pg_rank")), pg)
+        wk = merged.get(key)
+        if wk is None:
+            wk = merged[key] = WatchdogKill(rank=rank, state=st, pg=pg)
+        if wk.work_meta_size is None and ev.get("work_meta_size") is not None:
+            wk.work_meta_size = ev.get("work_meta_size")
+        if wk.seconds is None and ev.get("seconds") is not None:
+            wk.seconds = ev.get("seconds")
+        wk.events.append(ev)
+    return sorted(merged.values(), key=lambda w: (w.rank is None, w.rank or 0))
+
+
+def timed_out_states(job: JobModel) -> set[int]:
+    """id() of every RankState that reported a timeout or a watchdog kill."""
+    ids = {id(r.state) for p in timeouts_by_pg(job).values() for r in p.reports if r.state is not None}
+    return ids | {id(w.state) for w in watchdog_kills(job) if w.state is not None}
+
+
+# ---- failures: causes, not consequences ---------------------------------------------------------
+
+#: Error text that is the echo of someone else's failure, never a cause by itself.
+_CONSEQUENCE = re.compile(
+    r"Watchdog caught collective operation timeout|Connection closed by remote peer|remote process exited"
+    r"|ncclRemoteError|communicator was aborted|ChildFailedError|SignalException|got signal: ?15\b|SIGTERM"
+    r"|Connection reset by peer|Broken pipe|WR_FLUSH_ERR|status=5\b|with error 5\b|KeyboardInterrupt"
+    r"|Socket recv failed|Connection closed by localRank|DistStoreError|[Tt]imed out|[Tt]imeout",
+)
+#: Exception types that only report that a child/peer failed.
+_ECHO_TYPES = ("ChildFailedError", "CalledProcessError", "ProcessExitedException", "SignalException",
+               "KeyboardInterrupt", "SystemExit", "DistNetworkError", "DistStoreError")
+_CUDA_TEXT = re.compile(r"CUDA error|CUDA out of memory|illegal memory access|out of memory|ECC error|Xid", re.I)
+NETWORK_KINDS = ("nccl_ib_cqe", "nccl_connect_err", "nccl_ofi_error", "nccl_no_iface")
+#: Which of a rank's error lines describes its failure best (lower is more specific).
+_SPECIFIC = {"cuda_oom": 0, "cuda_error": 0, "nccl_cuda_fail": 0, "nccl_alloc_fail": 0, "nccl_shm": 0,
+             "nccl_dup_gpu": 0, "xid": 0, "oom_killer": 0, "python_exception": 1, "torch_wd_exception": 1,
+             "torch_nccl_err_kind": 2, "torch_nccl_error": 2, "cpp_terminate": 3, "signal": 3}
+
+
+@dataclass(slots=True)
+class Failure:
+    """One rank's first non-consequential error, with its echoes as extra evidence."""
+
+    rank: int | None
+    state: RankState | None
+    host: str | None
+    category: str  # cuda | oom | nccl | exception | host | signal | network | exit
+    what: str
+    events: list[Event] = field(default_factory=list)
+    recovered: bool = False  # the rank (or job) went on training afterwards
+
+    @property
+    def crash(self) -> bool:
+        """A process-level failure (not a transport error between two hosts)."""
+        return self.category != "network"
+
+    @property
+    def ts(self) -> float | None:
+        return first_ts(self.events)
+
+    @property
+    def exit_only(self) -> bool:
+        return self.category == "exit"
+
+    @property
+    def who(self) -> str:
+        if self.rank is not None:
+            return f"rank {self.rank}" + (f" on {self.host}" if self.host else "")
+        st = self.state
+        if st is not None and st.local_rank is not None:
+            return f"local rank {st.local_rank} (global rank unknown)" + (f" on {self.host}" if self.host else "")
+        if self.host:
+            pid = f", pid {st.pid}" if st is not None and st.pid is not None else ""
+            return f"a process on {self.host}{pid} (rank unknown)"
+        return "a process (rank not in the log)"
+
+
+def _int(v: Any) -> int | None:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def expand_tasks(spec: str | None) -> list[int]:
+    """``8-13,15`` -> [8, 9, 10, 11, 12, 13, 15] (Slurm task lists)."""
+    out: list[int] = []
+    for part in str(spec or "").replace(" ", "").split(","):
+        lo, _, hi = part.partition("-")
+        if lo.isdigit() and (not hi or hi.isdigit()):
+            a, b = int(lo), int(hi) if hi else int(lo)
+            if 0 <= b - a <= 100_000:
+                out.extend(range(a, b + 1))
+    return out
+
+
+def _exit_is_consequence(code: int | None, sig: str | None, job_timed_out: bool) -> bool | None:
+    """None: not a failure at all (exit 0); True: killed because of someone else."""
+    if code == 0 and not sig:
+        return None
+    if code in (-15, 143, 15) or (sig and "TERM" in sig.upper()):
+        return True
+    if code in (-6, 134) or (sig and "ABRT" in sig.upper()):
+        return job_timed_out  # the watchdog's teardown after a timeout
+    return False
+
+
+def classify(ev: Event, job_timed_out: bool, rank_timed_out: bool) -> tuple[str, str] | None:
+    """(category, description) when ``ev`` is a cause, None when it is a consequence or no error."""
+    k, get = ev.kind, ev.get
+    text = ev.text
+    if k == "python_exception":
+        etype, msg = str(get("exc_type") or ""), str(get("msg") or "")
+        if etype.rsplit(".", 1)[-1] in _ECHO_TYPES or (etype == "Exception" and not msg.strip()):
+            return None
+        if _CONSEQUENCE.search(msg) and not _CUDA_TEXT.search(msg):
+            return None
+        cat = "oom" if "OutOfMemory" in etype or "out of memory" in msg else \
+            "cuda" if _CUDA_TEXT.search(msg) else "exception"
+        return cat, f"{etype}: {msg}".strip(": ")[:200]
+    if k == "cpp_terminate":
+        etype = str(get("exc_type") or "an exception")
+        # DistBackendError is the watchdog re-throwing a timeout or NCCL error (quoted elsewhere)
+        if "DistBackendError" in etype or ((rank_timed_out or job_timed_out) and "CUDA" not in etype):
+            return None
+        return "exception", f"terminate called after throwing {etype}"  # its what() line says more
+    if k == "cuda_error":
+        return "cuda", f"CUDA error: {get('err') or text}"[:200]
+    if k == "cuda_oom":
+        detail = str(get("detail") or "").strip()
+        return "oom", (detail if detail.startswith("CUDA out of memory") else
+                       f"CUDA out of memory{': ' + detail if detail else ''}")[:200]
+    if k == "signal":
+        sig = str(get("signal") or text)
+        if _exit_is_consequence(None, sig, job_timed_out or rank_timed_out):
+            return None
+        return "signal", sig[:200]
+    if k == "xid":
+        return "host", f"GPU Xid {get('code')}: {get('msg') or text}"[:200]
+    if k == "oom_killer":
+        return "host", f"kernel OOM killer killed {get('process') or 'a process'} (pid {get('pid')})"
+    if k in ("nccl_cuda_fail", "nccl_alloc_fail", "nccl_shm", "nccl_dup_gpu"):
+        return "nccl", f"NCCL: {text.split('NCCL WARN', 1)[-1].strip()}"[:200]
+    if k == "torch_nccl_error":
+        err = str(get("err") or "")
+        if _CONSEQUENCE.search(err):
+            return None
+        etype = str(get("exc_type") or "").rsplit(".", 1)[-1]
+        return "nccl", f"{etype + ': ' if etype else ''}NCCL error: {err}"[:200]
+    if k == "torch_nccl_err_kind":
+        return None if get("err_kind") == "ncclRemoteError" else ("nccl", f"{get('err_kind')}: {get('detail')}")
+    if k == "torch_wd_exception":
+        exc = str(get("exc") or text)
+        if _CONSEQUENCE.search(exc) and not _CUDA_TEXT.search(exc):
+            return None
+        return ("cuda" if _CUDA_TEXT.search(exc) else "exception"), f"watchdog thread terminated with: {exc}"[:200]
+    if k in NETWORK_KINDS:
+        status = _int(get("status"))
+        if k == "nccl_ib_cqe" and (status == 5 or "FLUSH" in str(get("status_name") or "")):
+            return None
+        return "network", text.split("NCCL WARN", 1)[-1].strip()[:200]
+    return _classify_exit(ev, job_timed_out)
+
+
+def _classify_exit(ev: Event, job_timed_out: bool) -> tuple[str, str] | None:
+    k, get = ev.kind, ev.get
+    if k == "elastic_cfe":
+        code, sig = _int(get("exitcode")), get("sig")
+        if _exit_is_consequence(code, sig, job_timed_out) is not False:
+            return None
+        return "exit", f"exit code {code}" + (f" ({sig})" if sig else "") + " in torchrun's failure table"
+    if k == "elastic_failed":
+        code = _int(get("code"))
+        if _exit_is_consequence(code, None, job_timed_out) is not False:
+            return None
+        return "exit", f"exit code {code} (local rank {get('local_rank')}, pid {get('pid')})"
+    if k == "slurm_task_exit":
+        code, how = _int(get("code")), str(get("how") or "").strip()
+        if how in ("Killed", "Terminated") or (how == "Aborted" and job_timed_out):
+            return None  # srun stopping the other tasks after a failure, or the watchdog's teardown
+        if "Exited" in how and _exit_is_consequence(code, None, job_timed_out) is not False:
+            return None
+        what = f"exited with code {code}" if "Exited" in how else f"ended with: {how}"
+        tasks = str(get("tasks") or "?")
+        word = "task" if tasks.isdigit() else "tasks"
+        return "exit", f"srun: {word} {tasks} on {get('host') or '?'} {what}"
+    if k == "mp_spawn_failed":
+        code, sig = _int(get("exitcode")), get("sig")
+        if (code is not None or sig) and _exit_is_consequence(code, sig, job_timed_out) is not False:
+            return None
+        return "exit", f"process {get('proc')} terminated" + (f" with exit code {code}" if code is not None else "")
+    # Horovod worker exits are MN6's story (elastic Horovod drops and re-adds workers by design).
+    if k in ("ds_exit", "mpi_abort"):
+        code = _int(get("code"))
+        if k != "mpi_abort" and _exit_is_consequence(code, None, job_timed_out) is not False:
+            return None
+        return "exit", ev.text.strip()[:200]
+    return None
+
+
+def _short_host(host: str | None) -> str | None:
+    return host.split(".", 1)[0] if host else None  # NCCL cuts at the first dot, torchrun's fqdn does not
+
+
+@_per_job
+def _states_by_pid(job: JobModel) -> dict[int, list[RankState]]:
+    out: dict[int, list[RankState]] = defaultdict(list)
+    for r in job.ranks:
+        if r.pid is not None and r.rank is not None:
+            out[r.pid].append(r)
+    return out
+
+
+def state_for_pid(job: JobModel, pid: Any, host: str | None = None, file: str | None = None) -> RankState | None:
+    """The rank process with this pid (on this host, or writing to this file, when the pid alone is
+    ambiguous: pids repeat across containers); None when unknown or still ambiguous."""
+    cands = _states_by_pid(job).get(_int(pid) or -1, [])
+    if host:
+        cands = [r for r in cands if _short_host(r.host) in (None, _short_host(host))]
+    if len(cands) > 1 and file:
+        cands = [r for r in cands if file in r.files]
+    return cands[0] if len(cands) == 1 else None
+
+
+def _fail_ranks(job: JobModel, ev: Event) -> list[int | None]:
+    """Global ranks a failure event speaks for (exit reports name theirs in the fields or by pid)."""
+    if ev.kind == "slurm_task_exit":
+        return list(expand_tasks(ev.get("tasks"))) or [None]
+    if ev.kind in ("elastic_cfe", "mpi_abort") and _int(ev.get("rank")) is not None:
+        return [_int(ev.get("rank"))]
+    if ev.kind in ("elastic_failed", "elastic_cfe", "ds_exit", "oom_killer") and ev.get("pid") is not None:
+        st = state_for_pid(job, ev.get("pid"), ev.get("host") or host_of(job, ev), ev.file)
+        if st is not None:
+            return [st.rank]
+    return [global_rank(job, ev)]
+
+
+@_per_job
+def killed_ranks(job: JobModel) -> tuple[set[int], set[int]]:
+    """(id() of states, ranks) the launcher stopped because a peer failed: SIGTERM to their pid,
+    -15 in torchrun's table, srun 'Terminated'. They are collateral, not silent. Kills with no crash
+    in the job, or after the others' timeouts, are the launcher cleaning up hung ranks: not counted."""
+    states: set[int] = set()
+    ranks: set[int] = set()
+    if first_failure(job) is None and not watchdog_kills(job):  # any cause, a transport error too
+        return states, ranks
+    first_timeout = min((pt.ts for pt in timeouts_by_pg(job).values() if pt.ts is not None), default=None)
+    for ev in job.by_kind("elastic_sigterm", "elastic_cfe", "slurm_task_exit"):
+        if ev.ts is not None and first_timeout is not None and ev.ts > first_timeout + 60:
+            continue
+        if ev.kind == "elastic_sigterm":
+            st = state_for_pid(job, ev.get("pid"), host_of(job, ev), ev.file)
+            if st is not None:
+                states.add(id(st))
+        elif ev.kind == "elastic_cfe" and (_int(ev.get("exitcode")) in (-15, 143) or "TERM" in str(ev.get("sig"))):
+            if _int(ev.get("rank")) is not None:
+                ranks.add(_int(ev.get("rank")))
+        elif ev.kind == "slurm_task_exit" and str(ev.get("how") or "").strip() in ("Terminated", "Killed"):
+            ranks.update(expand_tasks(ev.get("tasks")))
+    return states, ranks
+
+
+@_per_job
+def failures(job: JobModel) -> list[Failure]:
+    """Every rank's first cause, de-duplicated, earliest first (time when known, else line order)."""
+    job_timed_out = bool(timeouts_by_pg(job)) or bool(watchdog_kills(job))
+    timed = timed_out_states(job)
+    by_rank = job.known_ranks()
+    merged: dict[tuple, Failure] = {}
+    for ev in job.events:
+        st = owner(job, ev)
+        cls = classify(ev, job_timed_out, st is not None and id(st) in timed)
+        if cls is None:
+            continue
+        cat, what = cls
+        own = global_rank(job, ev)
+        for rank in _fail_ranks(job, ev):
+            # a rank named only by a launcher report (no log of its own) has no process state
+            rst = by_rank.get(rank) if rank is not None and rank in by_rank else st if rank == own else None
+            host = ev.get("host") if ev.kind in ("slurm_task_exit", "elastic_cfe") and ev.get("host") else None
+            host = host or (rst.host if rst is not None else None) or ev.host
+            key = ("rank", rank) if rank is not None else ("proc", id(st), ev.host, ev.pid)
+            f = merged.get(key)
+            if f is None:
+                merged[key] = Failure(rank=rank, state=rst, host=host, category=cat, what=what, events=[ev])
+                continue
+            f.host = f.host or host
+            if _SPECIFIC.get(ev.kind, 4) < min(_SPECIFIC.get(e.kind, 4) for e in f.events):
+                f.category, f.what = cat, what  # a more specific line of the same failure
+            f.events.append(ev)
+    out = list(merged.values())
+    net_writers = {_writer(job, e) for e in job.by_kind(*NETWORK_KINDS, "nccl_sock_closed", "nccl_socket_err")}
+    for f in out:
+        f.recovered = _recovered(job, f)
+        # "unhandled system error" raised right after this process's own socket/IB errors is the
+        # transport failing (NET1/MN2 say between which hosts), not a crash of this rank.
+        if f.category == "nccl" and all(e.kind in ("torch_nccl_error", "torch_nccl_err_kind") for e in f.events) \
+                and any(_writer(job, e) in net_writers for e in f.events):
+            f.category = "network"
+    files = {p: i for i, p in enumerate(job.files)}
+    # A rank's own error comes before any launcher's report of an exit; then time, then position.
+    return sorted(out, key=lambda f: (f.exit_only, f.ts is None, f.ts or 0.0,
+                                      files.get(f.events[0].file, 0), f.events[0].line))
+
+
+def _recovered(job: JobModel, f: Failure) -> bool:
+    """The failing process trained on afterwards (the error did not stop it)."""
+    ev = f.events[0]
+    later = [e for e in job.by_kind("train_step", "elastic_restart", "elastic_rdzv")
+             if e.file == ev.file and e.line > ev.line]
+    if any(e.kind != "train_step" for e in later):
+        return False  # progress after a restart is a new attempt, not a recovery
+    steps = [e for e in later if e.kind == "train_step"]
+    return any(owner(job, e) is f.state or (e.rank is not None and e.rank == f.rank) for e in steps)
+
+
+def first_failure(job: JobModel, crash_only: bool = False) -> Failure | None:
+    """The earliest non-consequential failure (``crash_only``: process crashes, not transport errors)."""
+    for f in failures(job):
+        if not f.recovered and (f.crash or not crash_only):
+            return f
+    return None
+
+
+# ---- who fell behind, who went quiet ------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Suspect:
+    """A rank that lagged (RK3) or went silent (RK2), with why we think so."""
+
+    rank: int | None
+    state: RankState | None
+    reason: str
+    confidence: str  # high | medium | low
+    events: list[Event] = field(default_factory=list)
+    pg: str = "default"
+    host: str | None = None
+    confirmed: bool = True  # False: a hint only (the logs may simply not show this rank)
+
+    def __post_init__(self) -> None:
+        if self.host is None and self.state is not None:
+            self.host = self.state.host
+
+
+def _last_enqueued(job: JobModel) -> dict[tuple[int, str], tuple[int, Event]]:
+    """(id(state), pg) -> the latest 'last enqueued' a rank reported outside its own timeout."""
+    out: dict[tuple[int, str], tuple[int, Event]] = {}
+    for ev in job.by_kind("torch_work_update", "torch_dump"):
+        st = owner(job, ev)
+        if st is not None and ev.get("enqueued") is not None:
+            out[(id(st), pg_key(ev))] = (ev.get("enqueued"), ev)
+    return out
+
+
+@_per_job
+def lagging_ranks(job: JobModel) -> list[Suspect]:
+    """Ranks behind the SeqNum the others waited in (same PG only), named by a desync report, or
+    with a smaller watchdog work list than the others."""
+    found: dict[Any, Suspect] = {}
+
+    def add(s: Suspect) -> None:
+        key = s.rank if s.rank is not None else id(s.state)
+        old = found.get(key)
+        if old is None or _CONF[s.confidence] > _CONF[old.confidence]:
+            found[key] = s
+
+    for pg, pt in timeouts_by_pg(job).items():
+        seq = pt.seq
+        if seq is None:
+            continue
+        waiting = [r for r in pt.reports if r.seq == seq]
+        if not waiting:
+            continue
+        for r in pt.reports:
+            behind = r.enqueued if r.enqueued is not None and r.enqueued < seq else \
+                r.seq if r.seq is not None and r.seq < seq else None
+            if behind is not None:
+                add(Suspect(r.rank, r.state, f"its last enqueued work in {pg_label(pg, pt.desc)} is {behind} while "
+                            f"{plural(len(waiting), 'rank')} waited in SeqNum {seq}", "high", r.events[:2], pg))
+        reporters = {id(r.state) for r in pt.reports}
+        for (sid, epg), (enq, ev) in _last_enqueued(job).items():
+            if epg == pg and sid not in reporters and enq < seq:
+                st = owner(job, ev)
+                add(Suspect(global_rank(job, ev), st, f"it had enqueued only up to work {enq} in {pg_label(pg)} "
+                            f"while {plural(len(waiting), 'rank')} waited in SeqNum {seq}", "high", [ev], pg))
+    _busy_starting(job, add)
+    for ev in job.by_kind("torch_desync_rank"):
+        state, rank = ev.get("state"), _int(ev.get("rank"))
+        if rank is None or state == "inconsistent":
+            continue  # an inconsistent collective is a desync (DSY1), not a straggler
+        why = (f"the desync report says it finished collective #{ev.get('finished')} but didn't join "
+               f"#{ev.get('missing')}") if state == "not_joined" else \
+            f"the desync report says it joined but didn't finish collective #{ev.get('missing')}"
+        add(Suspect(rank, job.known_ranks().get(rank), why, "high", [ev]))
+    _work_list_outliers(job, add)
+    return sorted(found.values(), key=lambda s: (s.rank is None, s.rank or 0))
+
+
+_CONF = {"low": 0, "medium": 1, "high": 2}
+
+
+#: A timeout in one of a group's first collectives: the barrier/broadcast after start-up.
+EARLY_SEQ = 3
+
+
+def writer_last_line(job: JobModel, ev: Event) -> LastLine | None:
+    """The last line written by whoever wrote ``ev`` (its process, launcher rank or local rank), in
+    ``ev``'s file; the file's own last line when the file has a single writer."""
+    per_file = job.last_lines.get(ev.file) or {}
+    st = owner(job, ev)
+    keys = [("rank", ev.rank), ("local_rank", ev.local_rank), ("proc", ev.host, ev.pid)]
+    if st is not None:
+        keys += [("rank", st.rank), ("proc", st.host, st.pid), ("local_rank", st.local_rank)]
+    writers = [k for k in per_file if k is not None]
+    if len(writers) <= 1 or (per_rank_layout(job) and st is not None and
+                             not any(r is not st and ev.file in r.files and r.rank is not None for r in job.ranks)):
+        keys.append(None)
+    cands = [per_file[k] for k in keys if k in per_file]
+    return max(cands, key=lambda ll: ll.line) if cands else None
+
+
+@_per_job
+def still_starting(job: JobModel) -> dict[int | None, list[Event]]:
+    """rank -> start-up work lines (model loading, downloads, preprocessing) that were still going on
+    when the others timed out in one of the first collectives (SeqNum <= 3). A rank that timed out
+    itself, or whose log moved on after its start-up lines, had finished starting."""
+    early = [pt for pt in timeouts_by_pg(job).values() if pt.seq is not None and pt.seq <= EARLY_SEQ]
+    if not early:
+        return {}
+    waiting = {r for pt in early for r in pt.ranks}
+    stop = min((pt.ts for pt in early if pt.ts is not None), default=None)
+    window = max((max(pt.timeouts_ms) for pt in early if pt.timeouts_ms), default=0) / 1000.0
+    out: dict[int | None, list[Event]] = defaultdict(list)
+    for ev in job.by_kind("startup_work"):
+        rank = global_rank(job, ev)
+        if rank is not None and rank in waiting:
+            continue
+        if ev.ts is not None and stop is not None and abs(ev.ts - stop) < 2 * 86400:
+            busy = stop - window - 60 <= ev.ts <= stop + 60  # during the others' wait
+        else:  # no comparable clocks: the start-up lines must be the end of that writer's log
+            last = writer_last_line(job, ev)
+            busy = last is not None and ev.line >= last.line - 3
+        if busy:
+            out[rank].append(ev)
+    return dict(out)
+
+
+def _busy_starting(job: JobModel, add: Callable[[Suspect], None]) -> None:
+    """Others timed out in an early collective while this rank was still loading or preprocessing:
+    it is the rank they waited for."""
+    pt = timeouts_by_pg(job).get("default")
+    if pt is None or pt.seq is None or pt.seq > EARLY_SEQ:
+        return
+    for rank, evs in still_starting(job).items():
+        if rank is not None:
+            what = "; ".join(sorted({str(e.get("detail") or e.get("what")) for e in evs})[:3])
+            add(Suspect(rank, job.known_ranks().get(rank), f"it was still busy with start-up work ({what}) while "
+                        f"{plural(len(pt.ranks), 'rank')} waited in {pt.op or 'a collective'} SeqNum {pt.seq}",
+                        "medium", evs[-1:] + pt.lead_events()[:1]))
+
+
+def _work_list_outliers(job: JobModel, add: Callable[[Suspect], None]) -> None:
+    """Heartbeat kills report ``workMetaList_.size()``: the rank(s) with fewer works enqueued lag."""
+    by_pg: dict[str, list[WatchdogKill]] = defaultdict(list)
+    for w in watchdog_kills(job):
+        if w.work_meta_size is not None:
+            by_pg[w.pg].append(w)
+    for pg, kills in by_pg.items():
+        sizes = Counter(w.work_meta_size for w in kills)
+        if len(sizes) < 2:
+            continue
+        low = min(sizes)
+        rest = len(kills) - sizes[low]
+        if sizes[low] > rest:
+            continue  # the majority is low: nothing stands out
+        conf = "medium" if rest >= 2 and sizes[low] < rest else "low"
+        others = sorted({w.work_meta_size for w in kills if w.work_meta_size != low})
+        for w in kills:
+            if w.work_meta_size == low:
+                add(Suspect(w.rank, w.state, f"its watchdog held {low} works (workMetaList_) against "
+                            f"{'/'.join(map(str, others))} on the other ranks: it enqueued fewer collectives",
+                            conf, w.events[:1], pg))
+
+
+@_per_job
+def stage_outliers(job: JobModel) -> list[tuple[RankState, str, str]]:
+    """(rank, its stage, the stage most others reached) for processes that stopped earlier in NCCL's
+    init sequence than at least half of the others (only processes with NCCL stage evidence)."""
+    staged = [r for r in job.ranks if r.stage not in ("none",) and r.stage != "finished"]
+    if len(staged) < 3:
+        return []
+    counts = Counter(stage_index(r.stage) for r in staged)
+    top = max(counts)
+    if counts[top] * 2 < len(staged):
+        return []
+    top_name = next(r.stage for r in staged if stage_index(r.stage) == top)
+    return [(r, r.stage, top_name) for r in staged if stage_index(r.stage) < top]
+
+
+def job_failed(job: JobModel) -> bool:
+    """Did anything go wrong (a timeout, a watchdog kill, or a crash that did not recover)?"""
+    return bool(timeouts_by_pg(job) or watchdog_kills(job) or first_failure(job, crash_only=True))
+
+
+@_per_job
+def silent_ranks(job: JobModel) -> list[Suspect]:
+    """Ranks that wrote nothing, or stopped early with no error while the others went on."""
+    found: dict[Any, Suspect] = {}
+    failed_states = {id(f.state) for f in failures(job) if f.state is not None}
+    failed_ranks = {f.rank for f in failures(job) if f.rank is not None}
+    timed = timed_out_states(job)
+
+    killed_states, killed = killed_ranks(job)
+
+    def quiet(st: RankState | None, rank: int | None) -> bool:
+        """No error (not even an echo of someone else's), no timeout and no kill by the launcher:
+        the dead rank usually writes nothing."""
+        busy = st is not None and (id(st) in failed_states or id(st) in timed or id(st) in killed_states
+                                   or bool(st.errors))
+        return not busy and rank not in failed_ranks and rank not in killed
+
+    def add(s: Suspect) -> None:
+        key = s.rank if s.rank is not None else id(s.state)
+        if key not in found or _CONF[s.confidence] > _CONF[found[key].confidence]:
+            found[key] = s
+
+    for ev in job.by_kind("hvd_missing_ranks"):
+        for rank in sorted({int(x) for x in re.findall(r"\d{1,7}", str(ev.get("ranks") or ""))}):
+            add(Suspect(rank, job.known_ranks().get(rank), "Horovod reports it never submitted the tensor "
+                        f"{ev.get('tensor') or ''} (missing ranks)".replace("  ", " "), "high", [ev]))
+    symptom = job_failed(job)
+    per_rank = per_rank_layout(job)
+    # Processes whose rank is unknown may be the "missing" ranks: then absence is only a hint.
+    rankless = any(r.rank is None and (r.host or r.pid is not None) for r in job.ranks)
+    missing = job.missing_ranks() if symptom else []
+    # Nearly every rank is in the logs: then a rank without a line really wrote none.
+    covered = bool(job.ranks_expected) and job.ranks_expected >= 4 and \
+        job.ranks_expected - len(missing) >= 0.9 * job.ranks_expected
+    for rank in missing:
+        if rank in killed:
+            continue
+        if rankless and not per_rank:
+            add(Suspect(rank, None, f"the job has {job.ranks_expected} ranks but no line names rank {rank}",
+                        "low", [], confirmed=False))
+        else:
+            host = _neighbours_host(job, rank)
+            where = f" (probably on the host of its neighbours {rank - 1} and {rank + 1})" if host else ""
+            add(Suspect(rank, None, f"the job has {job.ranks_expected} ranks but rank {rank} wrote no line{where}",
+                        "high" if per_rank else "medium", [], host=host,
+                        confirmed=per_rank or covered or _launcher_labelled(job)))
+    if symptom:
+        _silent_in_timeouts(job, add, quiet, per_rank)
+        for st, stage, top in stage_outliers(job):
+            if quiet(st, st.rank) and (st.rank is not None or st.host):
+                ev = [e for e in st.events if e.kind.startswith("nccl_")][-1:]
+                add(Suspect(st.rank, st, f"stopped at NCCL init stage '{stage}' with no error while most "
+                            f"ranks reached '{top}'", "medium", ev))
+    return sorted(found.values(), key=lambda s: (s.rank is None, s.rank or 0))
+
+
+def _neighbours_host(job: JobModel, rank: int) -> str | None:
+    """Ranks are placed in blocks per node: when both neighbours of a missing rank share a host, so
+    (almost certainly) does the missing rank."""
+    known = job.known_ranks()
+    lo, hi = known.get(rank - 1), known.get(rank + 1)
+    if lo is not None and hi is not None and lo.host and lo.host == hi.host:
+        return lo.host
+    return None
+
+
+def _launcher_labelled(job: JobModel) -> bool:
+    """Every line of the job carries its rank from the launcher (one combined but labelled stream)."""
+    return bool(job.ranks) and all(r.rank_source == "launcher" for r in job.ranks if r.rank is not None)
+
+
+def _silent_in_timeouts(job: JobModel, add: Callable[[Suspect], None], quiet: Callable[..., bool],
+                        per_rank: bool) -> None:
+    """Default-group timeouts: every rank is a member, so a present rank that neither timed out nor
+    failed stopped before the others (died without a word, or hung outside the watchdog's reach)."""
+    pt = timeouts_by_pg(job).get("default")
+    if pt is None or len(pt.ranks) < 2:
+        return
+    first = pt.ts
+    lagging = {s.rank for s in lagging_ranks(job)}
+    reporting_hosts = {r.host for r in pt.reports if r.host}
+    for st in job.ranks:
+        if st.rank is None or st.rank in pt.ranks or st.rank in lagging or not quiet(st, st.rank):
+            continue
+        last = st.last_line
+        if first is not None and last is not None and last.ts is not None and last.ts >= first:
+            continue  # it was still writing when the others timed out
+        # Its own file, a stream whose every line names its rank, or a host whose other ranks' timeouts
+        # are in the logs: then the silence is real, not the edge of an excerpt.
+        sure = per_rank or st.rank_source == "launcher" or (st.host is not None and st.host in reporting_hosts)
+        add(Suspect(st.rank, st, f"it reported no timeout in {pg_label('default')} while "
+                    f"{plural(len(pt.ranks), 'rank')} timed out in SeqNum {pt.seq}",
+                    "high" if per_rank else "medium" if sure else "low", st.events[-1:], confirmed=sure))
+
+
+def strongest(suspects: list[Suspect]) -> list[Suspect]:
+    """The suspects named with the highest confidence (the others are weaker hints)."""
+    if not suspects:
+        return []
+    best = max(_CONF[s.confidence] for s in suspects)
+    return [s for s in suspects if _CONF[s.confidence] == best]
+
+
+def suspects_summary(chosen: list[Suspect], what: str) -> str:
+    """'rank 3 on gpu-2 <what>: <reason>' or 'N ranks (a-b) on h1, h2 <what>: <reason>'."""
+    if len(chosen) == 1:
+        s = chosen[0]
+        who = f"rank {s.rank}" if s.rank is not None else "a process (rank unknown)"
+        return f"{who}{' on ' + s.host if s.host else ''} {what}: {s.reason}"
+    hosts = sorted({s.host for s in chosen if s.host})
+    where = f" on {', '.join(hosts)}" if 0 < len(hosts) <= 3 else ""
+    who = count_ranks([s.rank for s in chosen], len(chosen))
+    if all(s.rank is None for s in chosen):
+        who += " (ranks unknown)"
+    return f"{who}{where} {what}: {chosen[0].reason}"
