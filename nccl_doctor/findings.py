@@ -59,6 +59,10 @@ class Finding:
     references: list[str] = field(default_factory=list)
     #: Causal order hint for the verdict: time or position of the first evidence (smaller = earlier).
     first_seen: float | None = None
+    #: What the finding blames, when narrower than everything it involves (MN2: the host that
+    #: advertised docker0, not the ranks that failed to connect to it). Used by the verdict.
+    blame_ranks: list[int] = field(default_factory=list)
+    blame_hosts: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {

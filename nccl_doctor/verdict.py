@@ -1,8 +1,10 @@
 """The verdict: one headline that joins findings causally.
 
 First the rank/host that failed or fell behind first (RK1, RK3, RK2 — with how we know), then the
-class that explains it, then what the rest of the job did (MN3's wait). When the evidence does not
-single out a rank, the verdict says so instead of guessing.
+class that explains it, then what the rest of the job did (MN3's wait). A class that blames a host
+directly (MN2: the node that advertised docker0) outranks a rank on another host that merely failed
+first: that failure is a consequence. When the evidence does not single out a rank, the verdict
+says so instead of guessing.
 """
 
 from __future__ import annotations
@@ -27,6 +29,24 @@ def _first(findings: list[Finding], order: tuple[str, ...], floor: Severity = Se
     return None
 
 
+def _blames_elsewhere(klass: Finding | None, culprit: Finding | None) -> bool:
+    """True when the class names its own culprit host(s), confidently, away from the failed rank."""
+    if klass is None or klass.severity is not Severity.ERROR or klass.confidence == "low":
+        return False
+    if not (klass.blame_hosts or klass.blame_ranks):
+        return False
+    if culprit is None:
+        return True
+    if klass.blame_hosts and set(culprit.hosts) & set(klass.blame_hosts):
+        return False
+    return not (klass.blame_ranks and set(culprit.ranks) & set(klass.blame_ranks))
+
+
+def _who(ranks: list[int], hosts: list[str], why: str) -> dict[str, Any]:
+    return {"rank": ranks[0] if len(ranks) == 1 else None, "ranks": ranks,
+            "host": hosts[0] if len(hosts) == 1 else None, "why": why}
+
+
 def decide(job: JobModel, findings: list[Finding]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     culprit = _first(findings, CULPRIT_ORDER)
     klass = _first(findings, CLASS_ORDER) or _first(findings, CLASS_ORDER, Severity.WARNING)
@@ -38,19 +58,26 @@ def decide(job: JobModel, findings: list[Finding]) -> tuple[dict[str, Any] | Non
     ranks: list[int] = []
     hosts: list[str] = []
     last = None
-    if culprit is not None:
-        ranks, hosts = list(culprit.ranks), list(culprit.hosts)
-        parts.append(culprit.summary)
-        last = {"rank": ranks[0] if len(ranks) == 1 else None,
-                "ranks": ranks, "host": hosts[0] if len(hosts) == 1 else None,
-                "why": f"{culprit.rule}: {culprit.summary}"}
-    elif klass is not None and klass.rule != "MN3" and (klass.hosts or klass.ranks):
-        ranks, hosts = list(klass.ranks), list(klass.hosts)
-        if len(hosts) == 1:
-            last = {"rank": ranks[0] if len(ranks) == 1 else None, "ranks": ranks, "host": hosts[0],
-                    "why": f"{klass.rule}: {klass.summary}"}
-    if klass is not None and klass is not wait and (culprit is None or klass.rule != culprit.rule):
-        parts.append(f"{klass.title} ({klass.rule}): {klass.summary}" if culprit else klass.summary)
+    if klass is not None and _blames_elsewhere(klass, culprit):
+        # The class names the root cause; the rank that failed first is its victim.
+        ranks, hosts = list(klass.blame_ranks), list(klass.blame_hosts)
+        where = ", ".join(hosts) if hosts else "ranks " + ", ".join(map(str, ranks))
+        parts.append(f"{where}: {klass.title} ({klass.rule}): {klass.summary}")
+        if culprit is not None:
+            parts.append("then " + culprit.summary.replace(" failed first", " failed", 1))
+        last = _who(ranks, hosts, f"{klass.rule}: {klass.summary}")
+    else:
+        if culprit is not None:
+            ranks, hosts = list(culprit.ranks), list(culprit.hosts)
+            parts.append(culprit.summary)
+            last = _who(ranks, hosts, f"{culprit.rule}: {culprit.summary}")
+        elif klass is not None and klass.rule != "MN3" and (klass.hosts or klass.ranks):
+            ranks = list(klass.blame_ranks or klass.ranks)
+            hosts = list(klass.blame_hosts or klass.hosts)
+            if len(hosts) == 1:
+                last = _who(ranks, hosts, f"{klass.rule}: {klass.summary}")
+        if klass is not None and klass is not wait and (culprit is None or klass.rule != culprit.rule):
+            parts.append(f"{klass.title} ({klass.rule}): {klass.summary}" if culprit else klass.summary)
     if wait is not None and (wait is not klass or culprit is None):
         parts.append(wait.summary)
     if culprit is None and (klass is None or klass.rule == "MN3"):

@@ -110,7 +110,13 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
         ev_key.append(keys[0])
 
     # Files holding several writers (interleaved, per-node) say nothing about one rank by their name.
-    shared = {f for f, procs in file_procs.items() if len(procs) > 1}
+    # Several pids of one host on one GPU are one rank restarted (torchrun attempts), not several.
+    file_devs: dict[str, set] = defaultdict(set)
+    for ev in events:
+        if ev.cuda_dev is not None and ev.kind.startswith("nccl_"):
+            file_devs[ev.file].add(ev.cuda_dev)
+    shared = {f for f, procs in file_procs.items()
+              if len({h for h, _ in procs}) > 1 or len(file_devs.get(f, ())) > 1}
     shared |= {e.file for e in events if e.rank is not None and file_rank(e.file) not in (None, e.rank)}
     groups: dict = defaultdict(list)
     for ev, k in zip(events, ev_key, strict=True):

@@ -89,8 +89,10 @@ def _host_stopped_early(job: JobModel) -> tuple[str | None, list[Event], list[Ev
     low = min(top.values())
     early = [h for h, t in top.items() if t == low]
     others = [r for h, rs in by_host.items() if h not in early for r in rs]
+    if len(early) != 1 or not others:  # every host stopped at the same stage: nobody is early
+        return None, [], []
     floor = min(stage_index(r.stage) for r in others)
-    if len(early) != 1 or floor <= low or floor < stage_index("init_start"):
+    if floor <= low or floor < stage_index("init_start"):
         return None, [], []
     stuck = by_host[early[0]]
     if any(e.kind in _OTHER_CAUSES for r in stuck for e in r.events):

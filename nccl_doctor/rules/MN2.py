@@ -93,13 +93,33 @@ def check(job: JobModel, rule: Rule) -> list:
     if failed:
         summary += f"; the job then failed or hung while connecting ({_hosts_text(job, failed)})"
         evidence += failed[:2]
-    return [_finding(rule, job, summary, evidence, severity, confidence)]
+    return [_finding(rule, job, summary, evidence, severity, confidence, blame=_blamed_hosts(nets, bad_sel))]
 
 
-def _finding(rule: Rule, job: JobModel, summary: str, evidence: list[Event], severity: str, confidence: str):
+def _blamed_hosts(nets: dict, bad_sel: list[Event]) -> list[str]:
+    """The hosts whose own interface choice is wrong (not the peers that failed to reach them)."""
+    hosts = {e.host for e in bad_sel if e.host}
+    if not hosts:
+        disagree = _disagreement(nets)
+        if disagree:  # the minority choice is the odd one out
+            by_choice: dict = {}
+            for h, hn in nets.items():
+                if h and hn.ifaces:
+                    i, a = next(iter(hn.ifaces.items()))
+                    by_choice.setdefault((i, subnet16(a)), []).append(h)
+            groups = sorted(by_choice.values(), key=len)
+            if len(groups) > 1 and len(groups[0]) < len(groups[-1]):
+                hosts = set(groups[0])
+    return sorted(hosts)
+
+
+def _finding(rule: Rule, job: JobModel, summary: str, evidence: list[Event], severity: str, confidence: str,
+             blame: list[str] | None = None):
     ranks, hosts = ranks_hosts(job, evidence)
+    blame_ranks = [r.rank for r in job.ranks if blame and r.host in blame]
     return rule.finding(summary, severity=severity, confidence=confidence, ranks=ranks, hosts=hosts,
-                        evidence=evidence, first_seen=first_ts(evidence))
+                        evidence=evidence, first_seen=first_ts(evidence), blame_hosts=blame or (),
+                        blame_ranks=blame_ranks)
 
 
 def _bad_selection(ev: Event) -> bool:

@@ -40,7 +40,8 @@ class Rule:
 
     def finding(self, summary: str, *, severity: Severity | str | None = None, confidence: str = "high",
                 ranks: Iterable[int | None] = (), hosts: Iterable[str | None] = (), evidence: Iterable = (),
-                remedy: str | None = None, first_seen: float | None = None) -> Finding:
+                remedy: str | None = None, first_seen: float | None = None,
+                blame_ranks: Iterable[int | None] = (), blame_hosts: Iterable[str | None] = ()) -> Finding:
         """Build a finding with this rule's metadata filled in."""
         ev_list = [e if isinstance(e, Evidence) else Evidence.of(e) for e in evidence]
         return Finding(rule=self.id, title=self.title,
@@ -49,7 +50,9 @@ class Rule:
                        ranks=sorted({r for r in ranks if r is not None}),
                        hosts=sorted({h for h in hosts if h}), evidence=ev_list[:8],
                        remedy=remedy if remedy is not None else self.remedy,
-                       references=list(self.references), first_seen=first_seen)
+                       references=list(self.references), first_seen=first_seen,
+                       blame_ranks=sorted({r for r in blame_ranks if r is not None}),
+                       blame_hosts=sorted({h for h in blame_hosts if h}))
 
 
 class Registry:
