@@ -44,6 +44,17 @@ def load_launchers(directory: str | None = None) -> tuple[Launcher, ...]:
     return tuple(out)
 
 
+_NAMED = re.compile(r"\(\?P<\w+>")
+
+
+def _gate(launchers: tuple[Launcher, ...]) -> re.Pattern[str] | None:
+    """One anchored alternation of every active prefix (group names removed): a single C-level
+    ``match`` tells that a line has no launcher prefix, which is most lines."""
+    if not launchers:
+        return None
+    return re.compile("|".join(f"(?:{_NAMED.sub('(?:', lc.regex.pattern)})" for lc in launchers))
+
+
 class LauncherStripper:
     """Strips prefixes from records of one file; ``modes`` are the ambiguous launchers enabled there."""
 
@@ -51,12 +62,16 @@ class LauncherStripper:
         all_l = launchers or load_launchers()
         self.modes = modes
         self.active = tuple(lc for lc in all_l if not lc.ambiguous or lc.name in modes)
+        self._gate = _gate(self.active)
 
     def strip(self, text: str) -> tuple[dict, str]:
         """Return (fields, rest). Fields: rank, local_rank, host, pid, ts, launcher names applied."""
         fields: dict = {}
         rest = text
+        gate = self._gate
         for _ in range(8):  # bounded: at most a few nested prefixes exist in practice
+            if gate is None or gate.match(rest) is None:
+                break
             for lc in self.active:
                 m = lc.regex.match(rest)
                 if m is None or m.end() == 0:
@@ -97,7 +112,7 @@ class LauncherStripper:
 
 def detect_modes(sample_lines: list[str], launchers: tuple[Launcher, ...] | None = None) -> frozenset[str]:
     """Which ambiguous launchers apply to a file, judged on its first non-blank lines."""
-    lines = [ln for ln in sample_lines if ln.strip()][:400]
+    lines = [ln for ln in sample_lines[:600] if ln.strip()][:200]
     if len(lines) < 3:
         return frozenset()
     all_l = launchers or load_launchers()

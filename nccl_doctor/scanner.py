@@ -21,6 +21,10 @@ from .records import BLOCK_LITERALS, is_block_header, is_continuation, join_bloc
 from .timeparse import event_time
 
 TAIL_BYTES = 256 << 10
+#: Inter-node channel lines repeat per channel, peer and communicator (dozens per rank); the first
+#: few per file tell the transport (NET/IB vs NET/Socket), the rest are counted, not parsed.
+CHANNEL_CAP = 8
+_CHANNEL = b"via NET/"
 _NCCL_WHO = re.compile(r"^(?:\[[\d: -]{19,30}\] )?([\w.-]{1,253}):(\d{1,10}):\d{1,10} ")
 _HEADER = ("host", "pid", "cuda_dev")
 
@@ -38,6 +42,7 @@ class FileScan:
     skipped: str | None = None  # whole file skipped (binary, unreadable)
     issue: str | None = None  # partly read
     mtime: float | None = None
+    channel_lines: int = 0  # inter-node channel lines parsed so far (see CHANNEL_CAP)
 
     @property
     def unparsed(self) -> int:
@@ -113,6 +118,7 @@ class Scanner:
             return
         match = self.formats.match
         n = len(chunk)
+        channel_lines = out.channel_lines
         line_no = base_line + 1
         counted_to = 0
         consumed_to = -1
@@ -139,6 +145,9 @@ class Scanner:
                 cur[0] = n if q < 0 else q
                 return ""
 
+            if channel_lines >= CHANNEL_CAP and _CHANNEL in chunk[s:e]:
+                out.parsed += 1  # a known line: the first few per file tell the transport
+                continue
             text = clean_line(chunk[s:e])
             for rec in split_glued(text):
                 lf, rest = stripper.strip(rec)
@@ -150,6 +159,9 @@ class Scanner:
                     if m is None:
                         continue
                     out.parsed += 1
+                    if m[0] == "nccl_channel_net":
+                        channel_lines += 1
+                        out.channel_lines = channel_lines
                     out.events.append(_make_event(m[0], m[1], lf, out.path, line_no, r, year))
             if cursor[0] > e:
                 consumed_to = cursor[0]
@@ -208,32 +220,43 @@ class Scanner:
     # ---- last line of each writer ------------------------------------------------------------
 
     def _last_lines(self, tail: bytes, total: int, stripper: LauncherStripper, year: int, out: FileScan) -> None:
-        lines = tail.split(b"\n")
-        if lines and lines[-1] == b"":
-            lines.pop()
-        first_no = total - len(lines) + 1
+        """The last non-blank line of the file and of each writer in it (launcher rank, local rank,
+        NCCL host:pid). A file with one writer needs only its last line; others are walked back
+        until every writer its events named has been met (bounded by the tail kept)."""
+        wanted: set = set()
+        for ev in out.events:
+            if ev.rank is not None:
+                wanted.add(("rank", ev.rank))
+            elif ev.local_rank is not None:
+                wanted.add(("local_rank", ev.local_rank))
+            if ev.host is not None and ev.pid is not None and ev.kind.startswith("nccl_"):
+                wanted.add(("proc", ev.host, ev.pid))
+        single = len(wanted) <= 1
+        end = len(tail) - 1 if tail.endswith(b"\n") else len(tail)
+        line_no = total + 1
         seen: dict = {}
-        for i in range(len(lines) - 1, -1, -1):
-            raw = lines[i]
+        while end >= 0:
+            start = tail.rfind(b"\n", 0, end) + 1
+            raw = tail[start:end]
+            line_no -= 1
+            end = start - 1
             if not raw.strip():
                 continue
-            text = clean_line(raw)
-            lf, rest = stripper.strip(text.replace("\r", " "))
+            lf, rest = stripper.strip(clean_line(raw).replace("\r", " "))
             if not rest.strip():
                 continue
-            keys = [None]
+            keys: list = [None]
             if "rank" in lf:
                 keys.append(("rank", lf["rank"]))
             elif "local_rank" in lf:
                 keys.append(("local_rank", lf["local_rank"]))
             who = _NCCL_WHO.match(rest)
-            if who:
-                keys.append(("proc", who.group(1), int(who.group(2)) if len(who.group(2)) < 11 else None))
-            ts = event_time(lf, year)
+            if who and len(who.group(2)) < 11:
+                keys.append(("proc", who.group(1), int(who.group(2))))
             for k in keys:
                 if k not in seen:
-                    seen[k] = LastLine(out.path, first_no + i, rest.strip()[:MAX_TEXT], ts)
-            if None in seen and len(seen) > 64 and i < len(lines) - 4096:
+                    seen[k] = LastLine(out.path, line_no, rest.strip()[:MAX_TEXT], event_time(lf, year))
+            if single or wanted.issubset(seen):
                 break
         out.last_lines = seen
 
