@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import os
 import re
-import sys
+import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,11 +34,6 @@ from typing import Any
 import regex
 
 from nccl_doctor.kinds import KINDS
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 __all__ = ["FormatError", "FormatSet", "Pattern", "load_formats"]
 
@@ -64,7 +59,7 @@ class Pattern:
     format: str
     priority: int
     contains: tuple[str, ...]
-    regex: regex.Pattern
+    regex: re.Pattern[str]
     ints: frozenset[str]
     severity: str | None
     samples: tuple[dict, ...]
@@ -74,7 +69,7 @@ class Pattern:
 class _Format:
     name: str
     priority: int
-    prefixes: tuple[regex.Pattern, ...]
+    prefixes: tuple[re.Pattern[str], ...]
     prefix_required: bool
     ints: frozenset[str]
 
@@ -95,6 +90,15 @@ def _to_int(text: str) -> int | None:
     if not digits.isdigit() or len(digits) > _MAX_INT_DIGITS:
         return None
     return int(text)
+
+
+_HEX = re.compile(r"0x[0-9a-fA-F]+")
+_DIGITS = re.compile(r"\d+")
+
+
+def _shape(text: str) -> str:
+    """``gpu-12:4711:4790 [3] ... comm 0x55d5c7f7e0b0 rank 12`` -> ``gpu-0:0:0 [0] ... comm 0x0 rank 0``."""
+    return _DIGITS.sub("0", _HEX.sub("0x0", text))
 
 
 def _trie_regex(literals: Iterable[str]) -> str:
@@ -153,6 +157,18 @@ class FormatSet:
                 if other not in lit and any(other.startswith(lit[k:]) for k in range(1, len(lit)))
             )
         self._scanner = re.compile(_trie_regex(lits)) if lits else None
+        # Candidate patterns depend on which literals occur, and most records differ from many
+        # others only in numbers (pids, ranks, pointers, sizes). The literal scan therefore runs on
+        # a "shape" with every hex pointer and digit run collapsed, over literals collapsed the same
+        # way (a superset of the true candidates, re-checked with `in`), and is cached per shape.
+        sig_lits = sorted({_shape(lit) for lit in lits}, key=lambda x: (-len(x), x))
+        self._sig_scanner = re.compile(_trie_regex(sig_lits)) if sig_lits else None
+        self._sig_to_idx: dict[str, set[int]] = {}
+        for lit in lits:
+            self._sig_to_idx.setdefault(_shape(lit), set()).update(self._closure[lit])
+        self._sig_partners = {sl: tuple(o for o in sig_lits if o not in sl and any(o.startswith(sl[k:]) for k in range(1, len(sl))))
+                              for sl in sig_lits}
+        self._shape_cache: dict[str, tuple[int, ...]] = {}
 
     @property
     def counter_samples(self) -> tuple[tuple[Pattern, str], ...]:
@@ -181,14 +197,38 @@ class FormatSet:
             cand.update(self._closure[lit])
         return tuple(sorted(cand))
 
+    def _shape_candidates(self, record: str) -> tuple[int, ...]:
+        """A superset of :meth:`candidates`, cached per record shape (see ``__init__``)."""
+        shape = _shape(record)
+        cached = self._shape_cache.get(shape)
+        if cached is not None:
+            return cached
+        hits = set(self._sig_scanner.findall(shape)) if self._sig_scanner is not None else set()
+        for lit in tuple(hits):
+            for other in self._sig_partners.get(lit, ()):
+                if other not in hits and other in shape:
+                    hits.add(other)
+        cand: set[int] = set()
+        for lit in hits:
+            for other in self._sig_to_idx:
+                if other in lit:
+                    cand.update(self._sig_to_idx[other])
+        out = tuple(sorted(cand))
+        if len(self._shape_cache) > 20000:  # bounded: hostile input makes every shape new
+            self._shape_cache.clear()
+        self._shape_cache[shape] = out
+        return out
+
     def match(self, record: str) -> tuple[str, dict] | None:
         """Return ``(kind, fields)`` of the first pattern matching ``record``, or None."""
-        cand = self.candidates(record)
+        cand = self._shape_candidates(record)
         if not cand:
             return None
         headers: dict[str, tuple[int, dict] | None] = {}
         for idx in cand:
             pat = self.patterns[idx]
+            if not any(lit in record for lit in pat.contains):
+                continue  # the shape admitted it; the real text must hold one of its literals
             fmt = self._formats[pat.format]
             if pat.format in headers:
                 head = headers[pat.format]
@@ -211,28 +251,27 @@ class FormatSet:
         for prefix in fmt.prefixes:
             m = prefix.match(record)
             if m is not None:
-                return m.end(), {k: v for k, v in m.groupdict().items() if v is not None}
+                return m.end(), m.groupdict()  # None values are dropped by _fields
         return None
 
     @staticmethod
-    def _fields(pat: Pattern, extra: _Extra, fmt: _Format, hfields: dict, m: regex.Match) -> dict:
-        fields: dict[str, Any] = dict(extra.consts)
-        fields.update(hfields)
-        fields.update({k: v for k, v in m.groupdict().items() if v is not None})
+    def _fields(pat: Pattern, extra: _Extra, fmt: _Format, hfields: dict, m: re.Match[str]) -> dict:
+        fields: dict[str, Any] = dict(extra.consts) if extra.consts else {}
+        ints_p, ints_f = pat.ints, fmt.ints
+        for source in (hfields, m.groupdict()):
+            for name, value in source.items():
+                if value is None:
+                    continue
+                if isinstance(value, str):
+                    value = _to_int(value) if (name in ints_p or name in ints_f) else value.strip()
+                fields[name] = value
         for name in extra.bools:
             value = fields.get(name)
             fields[name] = bool(value.strip()) if isinstance(value, str) else bool(value)
-        for name, value in fields.items():
-            if not isinstance(value, str):
-                continue
-            if name in pat.ints or name in fmt.ints:
-                fields[name] = _to_int(value)
-            else:
-                fields[name] = value.strip()
         return fields
 
 
-def _compile(src: str, where: str, fragments: dict[str, str]) -> regex.Pattern:
+def _compile(src: str, where: str, fragments: dict[str, str]) -> re.Pattern[str]:
     def expand(m: re.Match) -> str:
         if m.group(1) not in fragments:
             raise FormatError(f"{where}: unknown fragment {{{{{m.group(1)}}}}}")
@@ -240,8 +279,11 @@ def _compile(src: str, where: str, fragments: dict[str, str]) -> regex.Pattern:
 
     text = _FRAGMENT_RE.sub(expand, src)
     try:
-        re.compile(text)  # the README promises regexes that plain `re` accepts too
-        return regex.compile(text)
+        # Both engines must accept every format regex (the README promises it, and users' format
+        # files may be reused with either). Matching runs on `re`: for these anchored, bounded
+        # patterns its match + groupdict is about 1.5x faster than `regex` on the hot path.
+        regex.compile(text)
+        return re.compile(text)
     except (re.error, regex.error) as exc:
         raise FormatError(f"{where}: bad regex: {exc}") from None
 

@@ -15,13 +15,18 @@ from collections.abc import Callable
 _GLUE = re.compile(r"\[rank\d{1,7}\]:\[[IWEF]|(?<![\w.:-])[\w.-]{1,120}:\d{1,10}:\d{1,10} \[\d{1,4}\] NCCL (?:INFO|WARN) ")
 
 
+_NCCL_AT_START = re.compile(r"\s{0,8}(?:\[[\d: .-]{10,40}\] )?[\w.-]{1,120}:\d{1,10}:\d{1,10} (?:\[\d{1,4}\] )?")
+
+
 def split_glued(text: str) -> list[str]:
     """Split one cleaned physical line into records (``\\r`` and mid-line record starts)."""
     parts = text.split("\r") if "\r" in text else [text]
     out: list[str] = []
     for part in parts:
-        if "NCCL " not in part and "[rank" not in part:
-            if part.strip():
+        n_nccl = part.count("NCCL ")
+        glued_rank = "[rank" in part[1:]
+        if not glued_rank and (n_nccl == 0 or (n_nccl == 1 and _NCCL_AT_START.match(part))):
+            if part.strip():  # the common case: one record, no mid-line start to look for
                 out.append(part)
             continue
         cuts = [m.start() for m in _GLUE.finditer(part) if m.start() > 0]
