@@ -55,6 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--webhook", help="POST each new or changed finding to this URL")
     w.add_argument("--interval", type=float, default=1.0, help="seconds between polls")
     w.add_argument("--once", action="store_true", help="read what is there, report, and exit")
+    w.add_argument("--settle", type=float, default=None,
+                   help="seconds a finding must stay unchanged before it is reported (default: the watcher's)")
+    w.add_argument("--select", type=_ids, help="only these rule ids (comma-separated)")
+    w.add_argument("--ignore", type=_ids, help="skip these rule ids (comma-separated)")
+    w.add_argument("--min-severity", choices=("info", "warning", "error"), default="info")
     return p
 
 
@@ -99,7 +104,14 @@ def _dispatch(args) -> int:
     if cmd == "explain":
         from .rules import registry
 
-        print(registry.get(args.rule_id).doc())
+        doc = registry.get(args.rule_id).doc()
+        if sys.stdout.isatty() and "NO_COLOR" not in os.environ:
+            from rich.console import Console
+            from rich.markdown import Markdown
+
+            Console().print(Markdown(doc))  # our own docs, not log text: markdown is safe here
+        else:
+            sys.stdout.write(doc if doc.endswith("\n") else doc + "\n")
         return 0
     if cmd == "plot":
         from .analysis import _stderr_progress, analyze
@@ -115,7 +127,9 @@ def _dispatch(args) -> int:
     if cmd == "watch":
         from .watch import run_watch
 
-        return run_watch(args.paths, webhook=args.webhook, interval=args.interval, once=args.once)
+        return run_watch(args.paths, webhook=args.webhook, interval=args.interval, once=args.once,
+                         settle=args.settle, select=args.select, ignore=args.ignore,
+                         min_severity=args.min_severity)
     return 2
 
 
