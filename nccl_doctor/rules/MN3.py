@@ -28,7 +28,7 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
     where = f"{main.op or 'a collective'}" + (f" SeqNum {main.seq}" if main.seq is not None else "") + \
         f" of {pg_label(main_pg, main.desc)}"
     at_seq = [r for r in main.reports if main.seq is None or r.seq == main.seq]
-    elsewhere = [r for r in main.reports if r not in at_seq and r.seq is not None]
+    elsewhere = [r for r in main.reports if r.seq is not None and r.seq != main.seq]
     parts = [f"{_who(at_seq)} waited {fmt_ms(ms)} in {where}"]
     if elsewhere:
         parts.append(", ".join(f"{_who([r])} in SeqNum {r.seq}" for r in elsewhere[:4]))
@@ -78,7 +78,8 @@ def _not_reporting(job: JobModel, pg: str, pt: facts.PgTimeouts) -> str:
     if pg != "default" or not job.ranks_expected:
         size = "its membership" if pg != "default" else "the world size"
         return f"{size} is not in the logs, so ranks that did not report cannot be named"
-    silent = [r for r in range(job.ranks_expected) if r not in set(pt.ranks)]
+    reported = set(pt.ranks)
+    silent = [r for r in range(job.ranks_expected) if r not in reported]
     if not silent:
         return f"all {job.ranks_expected} ranks reported"
     elsewhere = {r for p in facts.timeouts_by_pg(job).values() for r in p.ranks} & set(silent)

@@ -182,7 +182,7 @@ _TIMEOUT_TEXT = "Watchdog caught collective operation timeout"
 _ECHO_KINDS = ("torch_wd_exception", "python_exception", "torch_nccl_error", "cpp_terminate")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)  # identity, not field-by-field, equality
 class RankTimeout:
     """One rank's timeout in one process group (all its echoes merged)."""
 
@@ -208,19 +208,19 @@ class RankTimeout:
         return self.state.host if self.state is not None else None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class PgTimeouts:
     """Every rank's timeout in one process group."""
 
     pg: str
     reports: list[RankTimeout]
     desc: str | None = None
+    seq: int | None = None  # the SeqNum most ranks timed out in (set once the reports are in)
 
-    @property
-    def seq(self) -> int | None:
-        """The SeqNum most ranks timed out in."""
+    def settle(self) -> PgTimeouts:
         seqs = Counter(r.seq for r in self.reports if r.seq is not None)
-        return max(seqs, key=lambda s: (seqs[s], s)) if seqs else None
+        self.seq = max(seqs, key=lambda s: (seqs[s], s)) if seqs else None
+        return self
 
     @property
     def op(self) -> str | None:
@@ -303,7 +303,7 @@ def timeouts_by_pg(job: JobModel) -> dict[str, PgTimeouts]:
     out: dict[str, PgTimeouts] = {}
     for rt in merged.values():
         out.setdefault(rt.pg, PgTimeouts(pg=rt.pg, reports=[], desc=descs.get(rt.pg))).reports.append(rt)
-    return dict(sorted(out.items(), key=lambda kv: (-len(kv[1].reports), kv[0])))
+    return {pg: pt.settle() for pg, pt in sorted(out.items(), key=lambda kv: (-len(kv[1].reports), kv[0]))}
 
 
 def _writer(job: JobModel, ev: Event) -> tuple:
@@ -336,7 +336,7 @@ def _merge_timeout(rt: RankTimeout, ev: Event, f: dict) -> None:
         rt.events.append(ev)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class WatchdogKill:
     """A heartbeat-monitor kill / stuck watchdog on one rank."""
 
@@ -395,13 +395,18 @@ _ECHO_TYPES = ("ChildFailedError", "CalledProcessError", "ProcessExitedException
                "KeyboardInterrupt", "SystemExit", "DistNetworkError", "DistStoreError")
 _CUDA_TEXT = re.compile(r"CUDA error|CUDA out of memory|illegal memory access|out of memory|ECC error|Xid", re.I)
 NETWORK_KINDS = ("nccl_ib_cqe", "nccl_connect_err", "nccl_ofi_error", "nccl_no_iface")
+#: Every kind ``classify`` may call a cause.
+CAUSE_KINDS = ("python_exception", "cpp_terminate", "cuda_error", "cuda_oom", "signal", "xid", "oom_killer",
+               "nccl_cuda_fail", "nccl_alloc_fail", "nccl_shm", "nccl_dup_gpu", "torch_nccl_error",
+               "torch_nccl_err_kind", "torch_wd_exception", *NETWORK_KINDS, "elastic_cfe", "elastic_failed",
+               "slurm_task_exit", "mp_spawn_failed", "ds_exit", "mpi_abort", "slurm_node_fail")
 #: Which of a rank's error lines describes its failure best (lower is more specific).
 _SPECIFIC = {"cuda_oom": 0, "cuda_error": 0, "nccl_cuda_fail": 0, "nccl_alloc_fail": 0, "nccl_shm": 0,
              "nccl_dup_gpu": 0, "xid": 0, "oom_killer": 0, "python_exception": 1, "torch_wd_exception": 1,
              "torch_nccl_err_kind": 2, "torch_nccl_error": 2, "cpp_terminate": 3, "signal": 3}
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Failure:
     """One rank's first non-consequential error, with its echoes as extra evidence."""
 
@@ -501,6 +506,8 @@ def classify(ev: Event, job_timed_out: bool, rank_timed_out: bool) -> tuple[str,
         return "signal", sig[:200]
     if k == "xid":
         return "host", f"GPU Xid {get('code')}: {get('msg') or text}"[:200]
+    if k == "slurm_node_fail":
+        return "host", f"Slurm node failure on {get('host') or get('on_host') or 'a node'}"
     if k == "oom_killer":
         return "host", f"kernel OOM killer killed {get('process') or 'a process'} (pid {get('pid')})"
     if k in ("nccl_cuda_fail", "nccl_alloc_fail", "nccl_shm", "nccl_dup_gpu"):
@@ -631,7 +638,7 @@ def failures(job: JobModel) -> list[Failure]:
     timed = timed_out_states(job)
     by_rank = job.known_ranks()
     merged: dict[tuple, Failure] = {}
-    for ev in job.events:
+    for ev in job.by_kind(*CAUSE_KINDS):
         st = owner(job, ev)
         cls = classify(ev, job_timed_out, st is not None and id(st) in timed)
         if cls is None:
@@ -641,7 +648,8 @@ def failures(job: JobModel) -> list[Failure]:
         for rank in _fail_ranks(job, ev):
             # a rank named only by a launcher report (no log of its own) has no process state
             rst = by_rank.get(rank) if rank is not None and rank in by_rank else st if rank == own else None
-            host = ev.get("host") if ev.kind in ("slurm_task_exit", "elastic_cfe") and ev.get("host") else None
+            host = ev.get("host") or ev.get("on_host") if ev.kind in ("slurm_task_exit", "elastic_cfe",
+                                                                    "slurm_node_fail") else None
             host = host or (rst.host if rst is not None else None) or ev.host
             key = ("rank", rank) if rank is not None else ("proc", id(st), ev.host, ev.pid)
             f = merged.get(key)
@@ -667,15 +675,22 @@ def failures(job: JobModel) -> list[Failure]:
                                       files.get(f.events[0].file, 0), f.events[0].line))
 
 
+@_per_job
+def _progress_by_file(job: JobModel) -> dict[str, list[Event]]:
+    """Training steps and restarts per file, in line order (job.events is sorted by file, line)."""
+    out: dict[str, list[Event]] = defaultdict(list)
+    for e in job.by_kind("train_step", "elastic_restart", "elastic_rdzv"):
+        out[e.file].append(e)
+    return out
+
+
 def _recovered(job: JobModel, f: Failure) -> bool:
     """The failing process trained on afterwards (the error did not stop it)."""
     ev = f.events[0]
-    later = [e for e in job.by_kind("train_step", "elastic_restart", "elastic_rdzv")
-             if e.file == ev.file and e.line > ev.line]
+    later = [e for e in _progress_by_file(job).get(ev.file, ()) if e.line > ev.line]
     if any(e.kind != "train_step" for e in later):
         return False  # progress after a restart is a new attempt, not a recovery
-    steps = [e for e in later if e.kind == "train_step"]
-    return any(owner(job, e) is f.state or (e.rank is not None and e.rank == f.rank) for e in steps)
+    return any(owner(job, e) is f.state or (e.rank is not None and e.rank == f.rank) for e in later)
 
 
 def first_failure(job: JobModel, crash_only: bool = False) -> Failure | None:
@@ -689,7 +704,7 @@ def first_failure(job: JobModel, crash_only: bool = False) -> Failure | None:
 # ---- who fell behind, who went quiet ------------------------------------------------------------
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Suspect:
     """A rank that lagged (RK3) or went silent (RK2), with why we think so."""
 
@@ -800,11 +815,12 @@ def still_starting(job: JobModel) -> dict[int | None, list[Event]]:
         rank = global_rank(job, ev)
         if rank is not None and rank in waiting:
             continue
-        if ev.ts is not None and stop is not None and abs(ev.ts - stop) < 2 * 86400:
-            busy = stop - window - 60 <= ev.ts <= stop + 60  # during the others' wait
-        else:  # no comparable clocks: the start-up lines must be the end of that writer's log
-            last = writer_last_line(job, ev)
-            busy = last is not None and ev.line >= last.line - 3
+        last = writer_last_line(job, ev)
+        if last is not None:  # the start-up lines are the end of that writer's log
+            busy = ev.line >= last.line - 3
+        else:  # else it must have been written after the others began to wait
+            busy = ev.ts is not None and stop is not None and abs(ev.ts - stop) < 2 * 86400 \
+                and stop - window < ev.ts <= stop + 60
         if busy:
             out[rank].append(ev)
     return dict(out)
@@ -817,7 +833,7 @@ def _busy_starting(job: JobModel, add: Callable[[Suspect], None]) -> None:
     if pt is None or pt.seq is None or pt.seq > EARLY_SEQ:
         return
     for rank, evs in still_starting(job).items():
-        if rank is not None:
+        if rank is not None and rank not in pt.ranks:
             what = "; ".join(sorted({str(e.get("detail") or e.get("what")) for e in evs})[:3])
             add(Suspect(rank, job.known_ranks().get(rank), f"it was still busy with start-up work ({what}) while "
                         f"{plural(len(pt.ranks), 'rank')} waited in {pt.op or 'a collective'} SeqNum {pt.seq}",
@@ -847,11 +863,35 @@ def _work_list_outliers(job: JobModel, add: Callable[[Suspect], None]) -> None:
                             conf, w.events[:1], pg))
 
 
+def _latest_generation(job: JobModel) -> list[RankState]:
+    """One process per rank: after a restart (same rank, new pid) only the latest attempt counts,
+    the earlier attempt's further progress says nothing about the new one."""
+    latest: dict[int, RankState] = {}
+    out = []
+    for r in job.ranks:
+        if r.rank is None:
+            out.append(r)
+        elif r.rank not in latest or _starts_after(r, latest[r.rank]):
+            latest[r.rank] = r
+    return out + list(latest.values())
+
+
+def _starts_after(a: RankState, b: RankState) -> bool:
+    """a's first line comes after b's in a file they share (or a has the later first timestamp)."""
+    if a.events and b.events:
+        fa, fb = a.events[0], b.events[0]
+        if fa.file == fb.file:
+            return fa.line > fb.line
+        if fa.ts is not None and fb.ts is not None:
+            return fa.ts > fb.ts
+    return False
+
+
 @_per_job
 def stage_outliers(job: JobModel) -> list[tuple[RankState, str, str]]:
     """(rank, its stage, the stage most others reached) for processes that stopped earlier in NCCL's
     init sequence than at least half of the others (only processes with NCCL stage evidence)."""
-    staged = [r for r in job.ranks if r.stage not in ("none",) and r.stage != "finished"]
+    staged = [r for r in _latest_generation(job) if r.stage not in ("none", "finished")]
     if len(staged) < 3:
         return []
     counts = Counter(stage_index(r.stage) for r in staged)
@@ -948,8 +988,9 @@ def _silent_in_timeouts(job: JobModel, add: Callable[[Suspect], None], quiet: Ca
     first = pt.ts
     lagging = {s.rank for s in lagging_ranks(job)}
     reporting_hosts = {r.host for r in pt.reports if r.host}
+    reported = set(pt.ranks)
     for st in job.ranks:
-        if st.rank is None or st.rank in pt.ranks or st.rank in lagging or not quiet(st, st.rank):
+        if st.rank is None or st.rank in reported or st.rank in lagging or not quiet(st, st.rank):
             continue
         last = st.last_line
         if first is not None and last is not None and last.ts is not None and last.ts >= first:
