@@ -8,6 +8,7 @@ uses) lives in ``catalogue.toml`` and its documentation in ``docs/<ID>.md``. Rul
 from __future__ import annotations
 
 import importlib
+import re
 import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -48,11 +49,20 @@ class Rule:
                        severity=Severity.parse(severity) if severity else self.severity,
                        confidence=confidence, summary=summary,
                        ranks=sorted({r for r in ranks if r is not None}),
-                       hosts=sorted({h for h in hosts if h}), evidence=ev_list[:8],
+                       hosts=sorted({short_host(h) for h in hosts if h}), evidence=ev_list[:8],
                        remedy=remedy if remedy is not None else self.remedy,
                        references=list(self.references), first_seen=first_seen,
                        blame_ranks=sorted({r for r in blame_ranks if r is not None}),
-                       blame_hosts=sorted({h for h in blame_hosts if h}))
+                       blame_hosts=sorted({short_host(h) for h in blame_hosts if h}))
+
+
+_IPV4 = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
+
+
+def short_host(host: str) -> str:
+    """Host names as NCCL prints them (cut at the first dot), so that ``node-17.cluster`` from a
+    ChildFailedError and ``node-17`` from an NCCL line are one host; IP addresses stay whole."""
+    return host if _IPV4.match(host) or ":" in host else host.split(".", 1)[0]
 
 
 class Registry:
