@@ -21,10 +21,15 @@ from .records import BLOCK_LITERALS, is_block_header, is_continuation, join_bloc
 from .timeparse import event_time
 
 TAIL_BYTES = 256 << 10
-#: Inter-node channel lines repeat per channel, peer and communicator (dozens per rank); the first
-#: few per file tell the transport (NET/IB vs NET/Socket), the rest are counted, not parsed.
-CHANNEL_CAP = 8
-_CHANNEL = b"via NET/"
+#: Repetitive line families, parsed only up to a cap per file (then counted, not parsed), plus
+#: the last one of the file: inter-node channel lines repeat per channel, peer and communicator
+#: (the first few tell the transport); NCCL_DEBUG_SUBSYS=COLL prints one line per collective
+#: (the first ones give the sizes that worked, the last one where the rank stopped).
+REPEAT_CAPS: dict[bytes, tuple[int, str]] = {
+    b"via NET/": (8, "nccl_channel_net"),
+    b": opCount ": (16, "nccl_coll"),
+}
+_REPEAT_KIND = {kind: lit for lit, (_cap, kind) in REPEAT_CAPS.items()}
 _NCCL_WHO = re.compile(r"^(?:\[[\d: -]{19,30}\] )?([\w.-]{1,253}):(\d{1,10}):\d{1,10} ")
 _HEADER = ("host", "pid", "cuda_dev")
 
@@ -42,7 +47,8 @@ class FileScan:
     skipped: str | None = None  # whole file skipped (binary, unreadable)
     issue: str | None = None  # partly read
     mtime: float | None = None
-    channel_lines: int = 0  # inter-node channel lines parsed so far (see CHANNEL_CAP)
+    repeats: dict = field(default_factory=dict)  # REPEAT_CAPS literal -> lines parsed so far
+    last_repeat: dict = field(default_factory=dict)  # REPEAT_CAPS literal -> (line_no, raw) skipped last
 
     @property
     def unparsed(self) -> int:
@@ -107,6 +113,7 @@ class Scanner:
         finally:  # a truncated stream still reports what was read before it broke
             out.lines = base_line
             if stripper is not None:
+                self._last_repeats(stripper, year, out)
                 self._last_lines(tail, base_line, stripper, year, out)
 
     # ---- candidate lines ---------------------------------------------------------------------
@@ -118,37 +125,43 @@ class Scanner:
             return
         match = self.formats.match
         n = len(chunk)
-        channel_lines = out.channel_lines
+        repeats = out.repeats
         line_no = base_line + 1
         counted_to = 0
         consumed_to = -1
+        cursor = [0]  # position of the newline ending the last line consumed by a block
+
+        def peek() -> str | None:
+            p = cursor[0] + 1
+            if p >= n:
+                return None
+            q = chunk.find(b"\n", p)
+            q = n if q < 0 else q
+            return stripper.strip(clean_line(chunk[p:q]))[1]
+
+        def take() -> str | None:
+            p = cursor[0] + 1
+            if p >= n:
+                return None
+            q = chunk.find(b"\n", p)
+            cursor[0] = n if q < 0 else q
+            return ""
+
+        capped = [lit for lit, (cap, _k) in REPEAT_CAPS.items() if repeats.get(lit, 0) >= cap]
         for s, e in spans:
             if s <= consumed_to:
                 continue
             line_no += chunk.count(b"\n", counted_to, s)
             counted_to = s
-            cursor = [e]  # position of the newline ending the last consumed line
-
-            def peek(cur=cursor) -> str | None:
-                p = cur[0] + 1
-                if p >= n:
-                    return None
-                q = chunk.find(b"\n", p)
-                q = n if q < 0 else q
-                return stripper.strip(clean_line(chunk[p:q]))[1]
-
-            def take(cur=cursor) -> str | None:
-                p = cur[0] + 1
-                if p >= n:
-                    return None
-                q = chunk.find(b"\n", p)
-                cur[0] = n if q < 0 else q
-                return ""
-
-            if channel_lines >= CHANNEL_CAP and _CHANNEL in chunk[s:e]:
-                out.parsed += 1  # a known line: the first few per file tell the transport
-                continue
-            text = clean_line(chunk[s:e])
+            cursor[0] = e
+            raw = chunk[s:e]
+            if capped:
+                hit = next((lit for lit in capped if lit in raw), None)
+                if hit is not None:
+                    out.parsed += 1  # a known line of a repetitive family (see REPEAT_CAPS)
+                    out.last_repeat[hit] = (line_no, raw)
+                    continue
+            text = clean_line(raw)
             for rec in split_glued(text):
                 lf, rest = stripper.strip(rec)
                 records = join_block(rest, take, peek) if is_block_header(rest) else None
@@ -159,9 +172,11 @@ class Scanner:
                     if m is None:
                         continue
                     out.parsed += 1
-                    if m[0] == "nccl_channel_net":
-                        channel_lines += 1
-                        out.channel_lines = channel_lines
+                    lit = _REPEAT_KIND.get(m[0])
+                    if lit is not None:
+                        repeats[lit] = repeats.get(lit, 0) + 1
+                        if repeats[lit] >= REPEAT_CAPS[lit][0] and lit not in capped:
+                            capped.append(lit)
                     out.events.append(_make_event(m[0], m[1], lf, out.path, line_no, r, year))
             if cursor[0] > e:
                 consumed_to = cursor[0]
@@ -216,6 +231,16 @@ class Scanner:
                 cursor[0] = pos
                 return m, joined
         return None, rec
+
+    def _last_repeats(self, stripper: LauncherStripper, year: int, out: FileScan) -> None:
+        """Parse the last skipped line of each capped family: where the file's writer stopped."""
+        for line_no, raw in sorted(out.last_repeat.values()):
+            for rec in split_glued(clean_line(raw)):
+                lf, rest = stripper.strip(rec)
+                m = self.formats.match(rest)
+                if m is not None:
+                    out.events.append(_make_event(m[0], m[1], lf, out.path, line_no, rest, year))
+        out.last_repeat.clear()
 
     # ---- last line of each writer ------------------------------------------------------------
 
