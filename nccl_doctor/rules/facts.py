@@ -300,10 +300,26 @@ def timeouts_by_pg(job: JobModel) -> dict[str, PgTimeouts]:
         if rt is None:
             rt = merged[key] = RankTimeout(rank=rank, state=st, pg=pg)
         _merge_timeout(rt, ev, fields)
+    _fold_unranked(merged)
     out: dict[str, PgTimeouts] = {}
     for rt in merged.values():
         out.setdefault(rt.pg, PgTimeouts(pg=rt.pg, reports=[], desc=descs.get(rt.pg))).reports.append(rt)
     return {pg: pt.settle() for pg, pt in sorted(out.items(), key=lambda kv: (-len(kv[1].reports), kv[0]))}
+
+
+def _fold_unranked(merged: dict[tuple, RankTimeout]) -> None:
+    """A line that names no rank (``Exception hit in NCCL work: 2``) is the echo of the one ranked
+    report with that SeqNum in its group, when there is exactly one; it is not another rank."""
+    ranked: dict[tuple, list[RankTimeout]] = defaultdict(list)
+    for o in merged.values():
+        if o.rank is not None:
+            ranked[(o.pg, o.seq)].append(o)
+    for key, rt in list(merged.items()):
+        same = ranked.get((rt.pg, rt.seq), []) if rt.rank is None else []
+        if len(same) == 1:
+            for ev in rt.events:
+                _merge_timeout(same[0], ev, {"enq": rt.enqueued, "comp": rt.completed})
+            del merged[key]
 
 
 def _writer(job: JobModel, ev: Event) -> tuple:
