@@ -73,10 +73,25 @@ class _Zstd:
             if chunk:
                 return chunk
 
-    read = read1
+    def read(self, n: int = -1) -> bytes:
+        """Up to ``n`` bytes (all when negative), as a file's read does."""
+        parts, got = [], 0
+        while n < 0 or got < n:
+            piece = self.read1(1 << 18 if n < 0 else min(1 << 18, n - got))
+            if not piece:
+                break
+            parts.append(piece)
+            got += len(piece)
+        return b"".join(parts)
 
     def close(self) -> None:
         self._raw.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 class _UpTo:
@@ -101,6 +116,12 @@ class _UpTo:
 
     def close(self) -> None:
         self._raw.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def iter_chunks(fp: BinaryIO, chunk_size: int = CHUNK, max_line: int = MAX_LINE) -> Iterator[bytes]:
