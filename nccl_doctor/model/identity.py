@@ -79,7 +79,8 @@ def _keys(ev: Event, file_has_labels: bool) -> list[tuple]:
         keys.append(("rank", ev.rank))
     if ev.local_rank is not None:
         keys.append(("local", ev.file, ev.local_rank))
-    if not keys and ev.fields.get("pg_rank") is not None and _is_default_pg(ev) and not file_has_labels:
+    if not keys and ev.fields.get("pg_rank") is not None and _is_default_pg(ev) and not file_has_labels \
+            and file_rank(ev.file) is None:
         # torch <= 2.1 lines carry only "[Rank N]": in the default group that is the global rank.
         ev.rank = ev.fields["pg_rank"]
         keys.append(("rank", ev.rank))

@@ -305,9 +305,10 @@ def _last_line(p: Proc, last_by_file: dict[str, dict]) -> LastLine | None:
             keys.append(("rank", p.rank))
         if p.local_rank is not None:
             keys.append(("local_rank", p.local_rank))
-        hit = next((ll[k] for k in keys if k in ll), None)
-        if hit is None and len({e.pid for e in p.events if e.file == fpath}) <= 1 and _single_writer(p, fpath, ll):
-            hit = ll.get(None)
+        if _single_writer(p, fpath, ll) and None in ll:
+            hit = ll[None]  # a file of its own (rank-12.log): its last line, whatever wrote it
+        else:
+            hit = next((ll[k] for k in keys if k in ll), None)
         if hit is not None:
             cands.append(hit)
     if not cands:
