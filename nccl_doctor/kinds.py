@@ -10,108 +10,185 @@ from __future__ import annotations
 KINDS: dict[str, str] = {
     # ---- NCCL (header: host, pid, tid, cuda_dev, level, srcfile, srcline, func, ts) ----
     "nccl_version": "version, cuda: 'NCCL version 2.21.5+cuda12.4' (bare or INFO)",
-    "nccl_init": "fn, comm, rank, nranks, cuda_dev_msg, nvml_dev, bus_id, parent, color, key, comm_id, "
-    "what (Init|Destroy|Abort), phase (START|COMPLETE; absent on pre-2.4 'comm .. rank .. nranks' lines)",
+    "nccl_cuda_driver": "driver (int): 'cudaDriverVersion 12020' (2.22+ INIT line; 12020 = CUDA 12.2 driver)",
+    "nccl_init": "fn, comm, rank, nranks, cuda_dev_msg, nvml_dev, bus_id, parent, split_count (splitCount/childCount), "
+    "color, key, comm_id, what (Init|Destroy|Abort), phase (START|COMPLETE; absent on pre-2.4 'comm .. rank .. nranks' "
+    "lines, which give what=Init)",
     "nccl_topo": "comm, rank, nranks, nnodes, local_ranks, local_rank (2.20+ nRanks/nNodes line)",
     "nccl_trees": "trees: 'Trees [0] ...' (init reached topology/graph search)",
     "nccl_connected": "what: 'Connected all rings' / 'Connected all trees' (init reached connection setup)",
     "nccl_bootstrap": "iface, addr: 'Bootstrap : Using eth0:10.0.0.1<0>' (first interface of a list)",
     "nccl_net_socket": "iface, addr, ifaces: 'NET/Socket : Using [0]eth0:10.0.0.1<0> [1]...'",
     "nccl_net_ib": "devs, oob_iface, oob_addr: 'NET/IB : Using [0]mlx5_0:1/IB ... ; OOB eth0:...'",
-    "nccl_net_iface": "iface, addr: old 'NET : Using interface eth0:10.0.0.1<0>' / OFI / other net iface lines",
+    "nccl_net_iface": "iface, addr: old 'NET : Using interface eth0:10.0.0.1<0>' / 'NET/IB : Using interface eth0 for "
+    "sideband'; provider: 'NET/OFI Selected Provider is efa'",
     "nccl_ib_none": "'NET/IB : No device found.' (no fields)",
     "nccl_using_net": "net: 'Using network IB|Socket|IBext|AWS Libfabric' (also 'Using internal Network IB')",
     "nccl_env": "var, val: 'NCCL_SOCKET_IFNAME set by environment to eth0'",
-    "nccl_channel_net": "src, dst, transport: inter-node channel 'Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0'",
-    "nccl_propagate": "srcfile_msg, srcline_msg, code, thread: 'transport/net.cc:1298 -> 6 [Progress Thread]'",
-    "nccl_ib_cqe": "peer, port, status, status_name, vendor_err, reqtype: IB completion error",
-    "nccl_ib_async": "event: IB async event (port error, fatal event)",
+    "nccl_channel_net": "channel, src, dst, dir (send|receive), transport: inter-node channel "
+    "'Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0'",
+    "nccl_coll": "op (collective name: AllReduce, Broadcast, Send, ...), opcount (hex digits as printed, text), count, "
+    "datatype, redop (ncclRedOp_t number), root, comm, nranks, stream: COLL trace 'AllReduce: opCount 2 sendbuff .. "
+    "count 131072000 datatype 7 op 0 root 0 comm 0x.. [nranks=16] stream 0x..'",
+    "nccl_propagate": "srcfile_msg, srcline_msg, func_msg (2.30.7+), code, errstr (SYSCHECK strerror), thread: "
+    "'transport/net.cc:1298 -> 6 [Progress Thread]'",
+    "nccl_ib_cqe": "peer, port, status, status_name (2.29+), opcode, opname (2.29+), len, vendor_err, reqtype: "
+    "IB completion error",
+    "nccl_ib_async": "event, dev, ib_port (text), where: IB async event (port error, fatal event)",
+    "nccl_ib_qp_error": "err (errno, int), errstr, dev, ib_port, curr_state, next_state, gid_index, local_gid, remote_gid: "
+    "'ibv_modify_qp failed with 110 Connection timed out, on dev mlx5_0:1, curr state INIT, next state RTR, ...' "
+    "(<= 2.18: 'failed with error <errstr> errno <err>')",
     "nccl_sock_closed": "peer, port: 'Connection closed by remote peer host<port>'",
-    "nccl_connect_err": "peer, port, err: 'Connect to 10.0.0.2<45678> failed : Connection refused'",
+    "nccl_connect_err": "peer, port, err, state (failed|exceeded|retrying): 'Connect to 10.0.0.2<45678> failed : "
+    "Connection refused' (failed), '... returned 113(No route to host), exceeded error retry count after 35 attempts' "
+    "(exceeded; attempts), 2.24+ INFO '... returned Connection refused, retrying (1/34) after sleep for 100 msec' and "
+    "2.16-2.23 'Call to connect returned X, retrying' (retrying, severity warning; attempt, max_attempts, sleep_ms)",
     "nccl_socket_err": "err: other socket failures ('Socket recv failed', 'Call to recv from .. failed')",
-    "nccl_cuda_fail": "code, err: \"Cuda failure 802 'system not yet initialized'\" (also unquoted old form)",
-    "nccl_shm": "path, err: '/dev/shm' exhaustion ('failed to extend', 'Error while creating shared memory')",
-    "nccl_alloc_fail": "bytes: 'Failed to CUDA calloc 6291456 bytes'",
+    "nccl_cuda_fail": "code, err: \"Cuda failure 802 'system not yet initialized'\" (also unquoted old form); nccl-tests "
+    "\"dgx-07: Test CUDA failure common.cu:893 'system not yet initialized'\" gives host (the writer), srcfile, srcline, err",
+    "nccl_shm": "path, bytes, err: '/dev/shm' exhaustion ('failed to extend', 'Error while creating shared memory')",
+    "nccl_alloc_fail": "what (calloc|malloc|host alloc|cuMem*), bytes: 'Failed to CUDA calloc 6291456 bytes'",
     "nccl_dup_gpu": "rank_a, rank_b, device: 'Duplicate GPU detected : rank 2 and rank 0 both on CUDA device 1000'",
-    "nccl_ofi_error": "rc, err: 'NET/OFI Request 0x.. completed with error. RC: 113. Error: 2 (UNDELIVERABLE)'",
+    "nccl_ofi_error": "request, rc, err: 'NET/OFI Request 0x.. completed with error. RC: 113. Error: 2 (UNDELIVERABLE)'",
     "nccl_svc_closed": "local_rank: '[Service thread] Connection closed by localRank 3'",
-    "nccl_proxy_fail": "op, rank, rc: '[Proxy Service N] Failed to execute operation X from rank R, retcode C'",
-    "nccl_no_iface": "'Bootstrap : no socket interface found' / 'No usable listening interface found'",
+    "nccl_proxy_fail": "tp_rank, op, rank, rc: '[Proxy Service N] Failed to execute operation X from rank R, retcode C' "
+    "(also 'Error encountered progressing operation', 'ncclProxyCallBlockingUDS call to tpRank' with "
+    "op=ProxyCallBlockingUDS); err: '[Proxy Service] Poll failed: ...' / '[Proxy Progress] Failed to set CUDA device'",
+    "nccl_no_iface": "what, iface: 'Bootstrap : no socket interface found' / 'No usable listening interface found' / "
+    "'no device found matching ib9'",
     "nccl_version_mismatch": "rank_a, ver_a, rank_b, ver_b: 'Mismatched NCCL version detected'",
     "nccl_ras": "msg: RAS timeout/keep-alive lines",
     "nccl_warn": "msg: any other NCCL WARN line (generic fallback, lowest priority)",
+    # ---- nccl-tests (all_reduce_perf & co.; 'Test CUDA failure' is nccl_cuda_fail) ----
+    "nccltests_failure": "host, what (NCCL|test), srcfile, srcline, err, last_err: \"dgx-07: Test NCCL failure "
+    "common.cu:1234 'unhandled system error / <ncclGetLastError>'\"; what=test: ' .. dgx-07 pid 4242: Test failure "
+    "common.cu:401' (with pid, no err)",
+    "nccltests_row": "size, count, root, oop_wrong, ip_wrong (ints; #wrong 'N/A' gives None), type, redop, oop_time, "
+    "oop_algbw, oop_busbw, ip_time, ip_algbw, ip_busbw (text, us and GB/s as printed): one result row "
+    "'134217728  33554432  float  sum  -1  7536.0  17.81  33.39  0  7489.6 ...' (in-place columns may be absent)",
     # ---- PyTorch c10d (header: grank?, sev, mmdd, hms, srcfile, srcline) ----
-    "torch_wd_timeout": "pg_rank, seq, op, numel_in, numel_out, timeout_ms, ran_ms: 'Watchdog caught collective operation timeout'",
+    # Patterns after the ProcessGroupNCCL log prefix also give pg_id, pg_guid, pg_desc, pg_rank when the line has
+    # '[PG 1 Rank 0]' / '[PG ID 0 PG GUID 0(default_pg) Rank 3]' / '[Rank 1]' (pg_rank = rank inside that PG).
+    "torch_wd_timeout": "pg_rank, seq, op, shape (old TensorShape), numel_in, numel_out, timeout_ms, ran_ms: "
+    "'Watchdog caught collective operation timeout'",
     "torch_wd_status": "pg_id, pg_guid, pg_desc, pg_rank, seq, enqueued, completed: 'Timeout at NCCL work: S, last enqueued ...' (all eras)",
     "torch_work_update": "pg_id, pg_guid, pg_desc, pg_rank, enqueued, completed: 'NCCL Work update periodically'",
     "torch_wd_exception": "pg_id, pg_guid, pg_desc, pg_rank, exc: 'watchdog thread terminated with exception: ...'",
     "torch_exception_hit": "pg_id, pg_rank, seq: 'Exception hit in NCCL work: 2' (2.3 era)",
-    "torch_teardown": "pg_rank: 'Some NCCL operations have failed or timed out' / 'taking the entire process down'",
+    "torch_teardown": "pg_rank, what (failed_or_timed_out|taking_process_down|terminating), reason (terminating only): "
+    "'Some NCCL operations have failed or timed out' / 'taking the entire process down' / 'Terminating the process "
+    "after attempting to dump debug info, due to <reason>'",
     "torch_heartbeat_timeout": "pg_id, pg_guid, pg_desc, pg_rank, work_meta_size: 'Heartbeat monitor timed out!'",
     "torch_watchdog_stuck": "seconds: \"ProcessGroupNCCL's watchdog got stuck for N seconds\"",
-    "torch_monitor_timeout": "pg_rank: 'NCCL monitor thread timeout' / 'monitoring thread detects no heartbeat' (2.2)",
-    "torch_dump": "what, src, path: flight-recorder dump messages (signal, first PG, dumping to, finished)",
+    "torch_monitor_timeout": "pg_rank, what: 'NCCL monitor thread timeout' / 'monitoring thread detects no heartbeat' (2.2)",
+    "torch_dump": "what (signal|first_pg|preparing|dumping|finished|dump_timeout|fr_disabled|remote_error), src "
+    "('this local rank', 'rank 1', 'another rank', or the remote rank number), path, enqueued, completed (dump "
+    "signal with 'Last enqueued NCCL work'), wait_ms (dump_timeout): flight-recorder dump messages",
     "torch_desync_timeout": "pg_rank, op, count: ' - [0] Timeout at collective: ALLREDUCE, #3' (desync report)",
-    "torch_desync_rank": "rank, finished, missing: \"[1] finished collective #2, but didn't join collective #3\"",
-    "torch_pg_options": "pg_id, pg_guid, pg_desc, pg_rank, size, global_rank, timeout_ms, pg_name: 'ProcessGroupNCCL initialization options'",
-    "torch_pg_env": "async_error_handling, blocking_wait, desync_debug, dump_on_timeout, trace_buffer_size, nccl_version: 'ProcessGroupNCCL environments'",
+    "torch_desync_rank": "rank, state (not_joined|not_finished|inconsistent), finished, missing, detail (inconsistent): "
+    "\"[1] finished collective #2, but didn't join collective #3\"",
+    "torch_pg_options": "pg_id, pg_guid, pg_desc, pg_rank, size, global_rank, timeout_ms, pg_name, split_from, "
+    "nccl_version: 'ProcessGroupNCCL initialization options'",
+    "torch_pg_env": "async_error_handling, blocking_wait, desync_debug, dump_on_timeout, trace_buffer_size, "
+    "enable_monitoring, heartbeat_timeout_sec, nccl_version: 'ProcessGroupNCCL environments' / 'HeartbeatMonitor "
+    "environments'; timeout_ms from a torch <= 2.1 options line carrying the environment; one-per-line torch 1.x "
+    "'NCCL_ASYNC_ERROR_HANDLING: 1'",
     "torch_pg_created": "pg_id, pg_guid, pg_desc, pg_rank, comm, device: 'ProcessGroupNCCL created ncclComm_ ..'",
-    "torch_nccl_error": "srcfile_msg, srcline_msg, err, version: 'NCCL error in: file:line, <err>, NCCL version X'",
+    "torch_nccl_error": "exc_type (when the line is the raised exception), srcfile_msg, srcline_msg, err, version: "
+    "'NCCL error in: file:line, <err>, NCCL version X'",
     "torch_nccl_err_kind": "err_kind, detail: 'ncclSystemError: ...' / 'ncclRemoteError: ...'",
-    "torch_comm_aborted": "rank: 'NCCL communicator was aborted on rank N'",
+    "torch_comm_aborted": "rank: 'NCCL communicator was aborted on rank N'; err: 'NCCL communicator encountered error "
+    "set by ProcessGroupNCCL: ...'",
     "torch_barrier_device_unknown": "pg_rank, gpu: 'using GPU N to perform barrier as devices used by this process are currently unknown'",
-    "torch_gil": "'Could not acquire GIL within 300 ms on exit'",
+    "torch_gil": "ms: 'Could not acquire GIL within 300 ms on exit'",
     "torch_version": "version: 'torch 2.4.1' / 'PyTorch version: 2.4.1' / 'torch.__version__ = 2.4.1'",
-    "torch_store_timeout": "err: TCPStore / rendezvous / store get timeouts ('Timed out after N seconds waiting for clients', 'wait timeout')",
+    "torch_store_timeout": "exc_type, err, store_err: TCPStore / rendezvous / store get timeouts ('Timed out after N "
+    "seconds waiting for clients', 'wait timeout', 'Socket Timeout', a ncclUniqueId store get that 'got error: "
+    "<store_err>' with a timeout)",
+    "gloo_timeout": "timeout_ms, op (recv|send), exc_type, srcfile_msg, srcline_msg: gloo transport timeout of a "
+    "collective '[../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 1800000ms for recv "
+    "operation to complete'",
     # ---- errors of any process (Python, CUDA, C++, signals) ----
     "traceback_start": "'Traceback (most recent call last):'",
     "python_exception": "exc_type, msg: last line of a traceback 'RuntimeError: ...' (exc_type is dotted name)",
-    "cpp_terminate": "exc_type: \"terminate called after throwing an instance of 'c10::DistBackendError'\"",
-    "cuda_error": "err: 'CUDA error: an illegal memory access was encountered' / 'unknown error' / 'ECC'",
-    "cuda_oom": "detail: 'CUDA out of memory. Tried to allocate ...' / torch.OutOfMemoryError",
-    "signal": "signal, pid: 'Signal 6 (SIGABRT) received by PID 1234', 'Segmentation fault', 'Fatal Python error'",
-    "xid": "code, msg: 'NVRM: Xid (PCI:0000:..): 79, ...' (driver errors in captured dmesg)",
-    "oom_killer": "pid, process: 'Out of memory: Killed process 1234 (python)'",
+    "cpp_terminate": "exc_type, how: \"terminate called after throwing an instance of 'c10::DistBackendError'\" / "
+    "'terminate called without an active exception' (how)",
+    "cuda_error": "err, exc_type (when the line is the raised exception): 'CUDA error: an illegal memory access was "
+    "encountered' / 'unknown error' / 'ECC'",
+    "cuda_oom": "detail, exc_type (when the line is the raised exception): 'CUDA out of memory. Tried to allocate ...' / "
+    "torch.OutOfMemoryError",
+    "dataloader_shm": "(no fields) 'ERROR: Unexpected bus error encountered in worker. This might be caused by "
+    "insufficient shared memory (shm).'",
+    "signal": "signal (number), sig (SIGABRT, 'Segmentation fault', 'Fatal Python error', ...), pid, detail (Fatal Python "
+    "error text): 'Signal 6 (SIGABRT) received by PID 1234', '*** SIGSEGV ... received by PID', 'Segmentation fault'",
+    "xid": "pci, code, msg: 'NVRM: Xid (PCI:0000:..): 79, ...' / 'NVRM: GPU at PCI:.. has fallen off the bus' (captured dmesg)",
+    "oom_killer": "pid, process: 'Out of memory: Killed process 1234 (python)' / 'oom-kill:...task=python,pid=1234'; "
+    "count, step: slurmstepd 'Detected 1 oom-kill event(s) in StepId=4242.0'",
     "fabric_manager": "msg: nvidia-fabricmanager messages / 'fabric manager' state lines",
     # ---- torchrun / torch.distributed.elastic ----
-    "elastic_restart": "role, state, left, max: 'Worker group FAILED. 3/3 attempts left; will restart worker group'",
+    "elastic_restart": "role, state, left, max: 'Worker group FAILED. 3/3 attempts left; will restart worker group'; "
+    "state=NEW_NODES with new_nodes, group_rank: 'Detected 1 new nodes from group_rank=2; will restart worker group'",
     "elastic_group_failed": "role: '[default] Worker group failed' (pre-torchrun torchelastic)",
-    "elastic_rdzv": "role, restart_count, group_rank, group_world_size, local_ranks, global_ranks, global_world_sizes, master_addr: rendezvous result block",
+    "elastic_rdzv": "role, restart_count, master_addr, master_port, group_rank, group_world_size, local_ranks, role_ranks, "
+    "global_ranks, role_world_sizes, global_world_sizes: rendezvous result block",
     "elastic_failed": "code, local_rank, pid, binary: 'failed (exitcode: -6) local_rank: 6 (pid: 1246013) of binary: ...'",
     "elastic_sigterm": "pid, sig: 'Sending process 1234 closing signal SIGTERM'",
     "elastic_death_signal": "sig: 'Received Signals.SIGTERM death signal, shutting down workers'",
-    "elastic_cfe": "root_cause (bool), time, host, rank, local_rank, exitcode, pid, sig, traceback: one ChildFailedError entry",
+    "elastic_cfe": "root_cause (bool), idx, time, host, rank, local_rank, exitcode, pid, sig, error_file, traceback: "
+    "one ChildFailedError entry",
     "elastic_attempt": "attempt, local_rank: reply file / log paths with 'attempt_N/<local_rank>/'",
     "elastic_launch_config": "max_restarts, nproc_per_node, min_nodes, max_nodes: 'Starting elastic_operator with launch configs'",
-    "mp_spawn_failed": "proc, exitcode: '-- Process 0 terminated with the following error:' / 'process N terminated with exit code'",
+    "mp_spawn_failed": "proc, exitcode, sig: '-- Process 0 terminated with the following error:' / 'process N "
+    "terminated with exit code' / 'with signal SIGKILL'",
     # ---- Horovod ----
     "hvd_stall": "seconds: 'One or more tensors were submitted ... for more than 60 seconds'",
-    "hvd_missing_ranks": "tensor, ranks: 'HorovodBroadcast_x [missing ranks: 1]' or 'Missing ranks:'/'Stalled ranks:' list line",
+    "hvd_missing_ranks": "tensor, ranks: 'HorovodBroadcast_x [missing ranks: 1]' or 'Missing ranks:'/'Stalled ranks:' "
+    "list line; shutdown ('!' when the stalled rank will be shut down)",
     "hvd_blacklist": "host: 'blacklist failing host: X' / 'host X has been blacklisted'",
     "hvd_timeout": "activity, min_np: 'Timed out waiting for minimum number of slots ...'",
-    "hvd_stop": "what, count: 'failure count == N -> stop running' / 'reset count N has exceeded limit M'",
+    "hvd_stop": "what, count, limit: 'failure count == N -> stop running' / 'reset count N has exceeded limit M'",
     "hvd_worker_exit": "index, code: 'Process 3 exit with status code 134.'",
     "hvd_reset": "size: 'reset workers: N'",
     "hvd_shutdown": "'Job has been shutdown, see above error messages for details.'",
     # ---- DeepSpeed ----
     "ds_init_backend": "backend: 'Initializing TorchBackend in DeepSpeed with backend nccl'",
     "ds_version": "version: 'DeepSpeed info: version=0.17.3' / 'deepspeed version 0.17.3' / 'DeepSpeed 0.17.3'",
-    "ds_mpi": "rank, local_rank, world_size: 'Discovered MPI settings of world_rank=5, local_rank=1, world_size=8'",
+    "ds_mpi": "rank, local_rank, world_size, master_addr, master_port: 'Discovered MPI settings of world_rank=5, "
+    "local_rank=1, world_size=8, ...'",
     "ds_rank_map": "map: 'global_rank_mapping=defaultdict(...)'",
-    "ds_spawn": "pid, local_rank: 'process 12345 spawned with command: [...--local_rank=0...]'",
+    "ds_spawn": "pid, local_rank, cmd: 'process 12345 spawned with command: [...--local_rank=0...]'",
     "ds_exit": "code: 'exits with return code = -6'",
     "second_pg": "name: a second NCCL group for weight sync / custom PG ('weight update group', 'init_process_group for weight', 'stateless_init_process_group')",
-    "stack_frame_collective": "func, file: py-spy / faulthandler frame in a collective ('broadcast (torch/distributed/distributed_c10d.py:2772)')",
+    "stack_frame_collective": "func, file, line: py-spy / faulthandler frame in a torch collective "
+    "('broadcast (torch/distributed/distributed_c10d.py:2772)', only all_reduce/broadcast/barrier/all_gather*/"
+    "reduce_scatter*/... entry points) or in DeepSpeed comm/ZeRO code ('broadcast (deepspeed/comm/torch.py:216)', "
+    "'_zero_init_param (deepspeed/runtime/zero/partition_parameters.py:1054)', faulthandler '  File \"..\", line N in f'; "
+    "not traceback frames); native c10d::ProcessGroupNCCL::broadcastUniqueNCCLID / c10d::TCPStore:: frames (func only)",
     # ---- Slurm and other launchers ----
     "slurm_task_exit": "host, tasks, code, how: 'srun: error: node: tasks 8-13,15: Exited with exit code 1' (also Killed/Terminated)",
-    "slurm_cancel": "what, jobid, host, reason: 'slurmstepd: error: *** JOB 1 ON node CANCELLED AT ... DUE TO TIME LIMIT ***'",
-    "slurm_node_fail": "host: 'srun: error: Node failure on node' / 'NODE_FAIL'",
-    "mpi_abort": "rank, code: 'MPI_ABORT was invoked on rank 3' / 'mpirun noticed that process rank 3 ... exited on signal 9'",
+    "slurm_cancel": "what, jobid, host, time, reason: 'slurmstepd: error: *** JOB 1 ON node CANCELLED AT ... DUE TO TIME LIMIT ***'",
+    "slurm_node_fail": "host: 'srun: error: Node failure on node'; on_host: '*** JOB 1 ON node CANCELLED AT .. DUE TO NODE "
+    "FAILURE'; state: 'NODE_FAIL'",
+    "mpi_abort": "rank, code: 'MPI_ABORT was invoked on rank 3'; rank, pid, host, signal, sig: 'mpirun noticed that "
+    "process rank 3 with PID 0 on node n exited on signal 9 (Killed)' / 'has exited due to process rank 5 with PID ..'",
     # ---- training progress and start-up work ----
-    "train_step": "step, total: a training progress line (Megatron 'iteration N/ M', 'step: N', 'Iter #N', 'global_step=N', 'Epoch N')",
-    "train_epoch": "epoch: 'Epoch 3/10' progress",
-    "checkpoint_load": "path: 'loading checkpoint' / 'resuming from' / 'Loaded checkpoint'",
-    "startup_work": "what: data preprocessing / downloading / model loading lines before the first step (TO2)",
+    "train_step": "step, total: a training progress line (Megatron 'iteration N/ M' with ts when dated "
+    "'[2024-06-23 15:04:30] iteration ...', 'step: N', 'Iter #N', 'global_step=N', 'Step N/M'); phase=valid: 'valid "
+    "loss at iteration N'; loss, epoch (text): HF Trainer \"{'loss': .., 'epoch': 0.5}\" (no step)",
+    "train_epoch": "epoch, total: 'Epoch 3/10' progress (total absent on Lightning bars)",
+    "checkpoint_load": "path, step, epoch: 'loading checkpoint' / 'resuming from' / 'Loaded checkpoint' / 'Continuing "
+    "training from global step N'",
+    "checkpoint_none": "path (when printed): no checkpoint to resume from, the run starts from scratch (Megatron "
+    "'WARNING: could not find the metadata file <path>' / 'will not load any checkpoints and will start from random', "
+    "'No checkpoint found [in <path>]')",
+    "startup_work": "what (model_load|download|data), detail: data preprocessing / downloading / model loading lines "
+    "before the first step (TO2)",
     # ---- W&B ----
-    "wandb_timeout": "msg: 'wandb: ERROR Run initialization has timed out' / ServiceStartTimeoutError / 'Timed out waiting for wandb service'",
+    "wandb_timeout": "msg: 'wandb: ERROR Run initialization has timed out' / ServiceStartTimeoutError or "
+    "WandbServiceConnectionError exception line (not the 'raise ...(' source line) / 'Timed out waiting for wandb service'",
+    # ---- Flight Recorder dumps (nccl_doctor/flightrec; line 0 = dump/group level, else entry position) ----
+    "fr_dump": "version, encoding, backend, entries, entries_kept, world_size, pgs, comm_lib_version, keys, notes: one dump read",
+    "fr_pg": "pg_id, pg_guid, pg_desc, ranks, size, pg_rank, enqueued, started, completed, last_seq, last_op, status_units, entries: one process group of a dump (SeqNum units)",
+    "fr_collective": "pg_id, pg_guid, pg_desc, pg_rank, seq, p2p_seq, op_id, record_id, op, op_type, profiling_name, backend, numel_in, numel_out, input_sizes, output_sizes, input_dtypes, output_dtypes, state, retired, completed, timeout_ms, started_ns, completed_ns, duration_ms, frame, thread_name, is_last: one collective entry",
+    "fr_p2p": "fields of fr_collective + peer, direction; seq = p2p_seq_id: one send/recv entry",
 }

@@ -330,9 +330,105 @@ def test_ordinary_info_lines_are_not_candidates():
         "r7i4n1:63120:63120 [0] NCCL INFO NET/Plugin : No plugin found (libnccl-net.so), using internal implementation",
         "r7i4n1:63120:63191 [0] NCCL INFO Channel 00/12 :    0   1   2   3",
         "r7i4n1:63122:63194 [2] NCCL INFO Setting affinity for GPU 2 to ffff,f00000ff,fff00000",
-        "[1,0]<stdout>:           4             1     float     sum      -1    65.70    0.00    0.00      0",
+        "r7i4n1:63122:63194 [2] NCCL INFO 2 coll channels, 2 collnet channels, type float op sum",
+        "dtype: float, steps: 1000, loss: sum",
     ]:
         assert FORMATS.candidates(line) == (), line
+
+
+# ---- kinds added for nccl-tests, COLL traces, gloo, stack dumps ----------------------------------
+
+
+def test_nccltests_row_after_the_mpirun_tag_is_stripped():
+    from nccl_doctor.launchers import LauncherStripper
+
+    line = "[1,0]<stdout>:           4             1     float     sum      -1    65.70    0.00    0.00      0"
+    _, record = LauncherStripper().strip(line)
+    kind, fields = FORMATS.match(record)
+    assert kind == "nccltests_row"
+    assert (fields["size"], fields["count"], fields["type"], fields["redop"], fields["root"]) == (4, 1, "float", "sum", -1)
+    assert fields["oop_time"] == "65.70" and fields["oop_wrong"] == 0 and "ip_time" not in fields
+
+
+def test_nccltests_row_wrong_na_is_none():
+    kind, fields = FORMATS.match(
+        "           8             2     float     sum      -1    29.84    0.00    0.00    N/A    29.41    0.00    0.00    N/A")
+    assert kind == "nccltests_row"
+    assert fields["oop_wrong"] is None and fields["ip_wrong"] is None and fields["ip_time"] == "29.41"
+
+
+@pytest.mark.parametrize("line", [
+    "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong",
+    "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)",
+    "# Avg bus bandwidth    : 33.3921",
+    "  dtype          float     torch.float32",
+    "Epoch 3     float     sum      -1    loss",
+])
+def test_nccltests_header_and_lookalikes_are_not_rows(line):
+    got = FORMATS.match(line)
+    assert got is None or got[0] != "nccltests_row", got
+
+
+def test_gloo_timeout_is_not_a_store_timeout():
+    for line in [
+        "RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] "
+        "Timed out waiting 5000ms for recv operation to complete",
+        "[../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 1800000ms for recv operation "
+        "to complete",
+    ]:
+        kind, fields = FORMATS.match(line)
+        assert kind == "gloo_timeout" and fields["op"] == "recv" and isinstance(fields["timeout_ms"], int)
+    kind, _ = FORMATS.match("torch.distributed.DistStoreError: wait timeout after 300000ms, keys: /default_pg/0//cuda//0")
+    assert kind == "torch_store_timeout"
+
+
+def test_connect_retry_is_a_warning_and_exhaustion_an_error():
+    retry = ("node1:1:2 [0] NCCL INFO socketPollConnect: connect to 10.0.0.2<36795> returned Connection refused, "
+             "retrying (2/34) after sleep for 200 msec")
+    final = ("node1:1:2 [0] misc/socket.cc:580 NCCL WARN socketPollConnect: connect to 10.0.0.2<36795> returned "
+             "Connection refused, exceeded error retry count after 35 attempts")
+    assert FORMATS.match(retry)[1]["state"] == "retrying" and severity_of(retry) == "warning"
+    assert FORMATS.match(final)[1]["state"] == "exceeded" and severity_of(final) == "error"
+
+
+def test_py_spy_dump_of_deepspeed_zero_init():
+    dump = """Thread 474480 (idle): "MainThread"
+    broadcast (torch/distributed/distributed_c10d.py:2772)
+    wrapper (torch/distributed/c10d_logger.py:81)
+    broadcast (deepspeed/comm/torch.py:216)
+    broadcast (deepspeed/comm/comm.py:224)
+    log_wrapper (deepspeed/comm/comm.py:117)
+    _zero_init_param (deepspeed/runtime/zero/partition_parameters.py:1054)
+    _post_init_method (deepspeed/runtime/zero/partition_parameters.py:1099)
+    __init__ (transformers/models/llama/modeling_llama.py:1185)"""
+    got = [FORMATS.match(line) for line in dump.splitlines()]
+    frames = [(f["func"], f["file"]) for k, f in (g for g in got if g) if k == "stack_frame_collective"]
+    assert frames == [
+        ("broadcast", "torch/distributed/distributed_c10d.py"),
+        ("broadcast", "deepspeed/comm/torch.py"),
+        ("broadcast", "deepspeed/comm/comm.py"),
+        ("log_wrapper", "deepspeed/comm/comm.py"),
+        ("_zero_init_param", "deepspeed/runtime/zero/partition_parameters.py"),
+        ("_post_init_method", "deepspeed/runtime/zero/partition_parameters.py"),
+    ]
+
+
+def test_traceback_frames_are_not_stack_frames():
+    for line in [
+        '  File "/usr/lib/python3/site-packages/torch/distributed/distributed_c10d.py", line 2810, in all_reduce',
+        '  File "/x/deepspeed/comm/comm.py", line 224, in broadcast',
+        '  File "/x/deepspeed/runtime/zero/partition_parameters.py", line 1054, in _zero_init_param',
+        "    get_world_size (torch/distributed/distributed_c10d.py:1768)",
+    ]:
+        got = FORMATS.match(line)
+        assert got is None or got[0] != "stack_frame_collective", (line, got)
+
+
+def test_dated_megatron_iteration_has_a_timestamp():
+    kind, fields = FORMATS.match(
+        " [2024-06-23 15:04:30] iteration        1/  500000 | consumed samples:          128 | elapsed time per "
+        "iteration (ms): 1756.5 | learning rate: 1.500000E-07 | global batch size:   128 | lm loss: 1.067702E+01 |")
+    assert kind == "train_step" and (fields["step"], fields["total"], fields["ts"]) == (1, 500000, "2024-06-23 15:04:30")
 
 
 STRIP = re.compile(
