@@ -43,6 +43,7 @@ KINDS: dict[str, str] = {
     "Connection refused' (failed), '... returned 113(No route to host), exceeded error retry count after 35 attempts' "
     "(exceeded; attempts), 2.24+ INFO '... returned Connection refused, retrying (1/34) after sleep for 100 msec' and "
     "2.16-2.23 'Call to connect returned X, retrying' (retrying, severity warning; attempt, max_attempts, sleep_ms)",
+    "nccl_connect_retry": "peer, port, err, state (retrying), attempt, max_attempts, sleep_ms: 'connect to X returned Connection refused, retrying (1/34)' / 'Call to connect returned ..., retrying' (INFO: normal while a peer's listener is not up; the failure is nccl_connect_err)",
     "nccl_socket_err": "err: other socket failures ('Socket recv failed', 'Call to recv from .. failed')",
     "nccl_cuda_fail": "code, err: \"Cuda failure 802 'system not yet initialized'\" (also unquoted old form); nccl-tests "
     "\"dgx-07: Test CUDA failure common.cu:893 'system not yet initialized'\" gives host (the writer), srcfile, srcline, err",
