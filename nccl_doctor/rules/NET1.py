@@ -102,6 +102,8 @@ def _describe(ev: Event) -> str:
         return f"libfabric/OFI request failed ({detail or 'completed with error'})"
     if k == "nccl_connect_err":
         return f"connect failed ({ev.get('err') or 'refused'})"
+    if k == "nccl_ib_qp_error":
+        return f"queue-pair setup failed (ibv_modify_qp {ev.get('err') or ''} {ev.get('errstr') or ''})".replace("  ", " ")
     if k == "nccl_warn":
         msg = str(ev.get("msg") or ev.text.split("NCCL WARN", 1)[-1]).strip()
         return f"connection setup failed ({msg[:100]})"

@@ -176,8 +176,8 @@ def transport_tier(ev: Event) -> int | None:
         return 3 if status == 5 or "wr_flush_err" in t else 0
     if k in ("nccl_ofi_error", "nccl_ib_async"):
         return 0
-    if k == "nccl_connect_err":
-        return 1
+    if k in ("nccl_connect_err", "nccl_ib_qp_error"):
+        return 1  # a socket or queue-pair connection to a peer could not be set up
     if k == "nccl_sock_closed":
         return 2
     if k == "nccl_socket_err":
