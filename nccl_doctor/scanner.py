@@ -18,7 +18,7 @@ from .launchers import LauncherStripper, detect_modes
 from .prefilter import Prefilter
 from .reading import ReadIssue, clean_line, iter_chunks, looks_binary, open_binary
 from .records import BLOCK_LITERALS, is_block_header, is_continuation, join_block, split_glued
-from .timeparse import event_time
+from .timeparse import event_time, parse_iso
 
 TAIL_BYTES = 256 << 10
 #: Repetitive line families, parsed only up to a cap per file (then counted, not parsed), plus
@@ -47,6 +47,9 @@ class FileScan:
     skipped: str | None = None  # whole file skipped (binary, unreadable)
     issue: str | None = None  # partly read
     mtime: float | None = None
+    #: (first ts, last ts, line) of timestamped lines from outside the job (no launcher label) that
+    #: follow the job's last labelled line: time that passed with no output from the job.
+    quiet: tuple | None = None
     repeats: dict = field(default_factory=dict)  # REPEAT_CAPS literal -> lines parsed so far
     last_repeat: dict = field(default_factory=dict)  # REPEAT_CAPS literal -> (line_no, raw) skipped last
 
@@ -257,6 +260,9 @@ class Scanner:
             if ev.host is not None and ev.pid is not None and ev.kind.startswith("nccl_"):
                 wanted.add(("proc", ev.host, ev.pid))
         single = len(wanted) <= 1
+        labelled = any(k[0] in ("rank", "local_rank") for k in wanted)
+        quiet_ts: list[float] = []
+        job_line: int | None = None
         end = len(tail) - 1 if tail.endswith(b"\n") else len(tail)
         line_no = total + 1
         seen: dict = {}
@@ -278,12 +284,21 @@ class Scanner:
             who = _NCCL_WHO.match(rest)
             if who and len(who.group(2)) < 11:
                 keys.append(("proc", who.group(1), int(who.group(2))))
+            if labelled and job_line is None:
+                if len(keys) == 1:  # a line from outside the job (a cron, the scheduler)
+                    t = parse_iso(rest[:40])
+                    if t is not None:
+                        quiet_ts.append(t)
+                else:
+                    job_line = line_no
             for k in keys:
                 if k not in seen:
                     seen[k] = LastLine(out.path, line_no, rest.strip()[:MAX_TEXT], event_time(lf, year))
-            if single or wanted.issubset(seen):
+            if (single or wanted.issubset(seen)) and (not labelled or job_line is not None):
                 break
         out.last_lines = seen
+        if job_line is not None and len(quiet_ts) >= 2:
+            out.quiet = (min(quiet_ts), max(quiet_ts), job_line)
 
 
 def _make_event(kind: str, fields: dict, lf: dict, path: str, line_no: int, text: str, year: int) -> Event:

@@ -99,6 +99,9 @@ class JobModel:
     files: list[str]
     last_lines: dict[str, dict]
     index: dict[int, RankState] = field(default_factory=dict, repr=False)  # id(event) -> its rank
+    #: file -> (first ts, last ts, last job line): time that passed after the job's last labelled
+    #: line with only outside lines (a cron, the scheduler) written to that file.
+    quiet: dict[str, tuple] = field(default_factory=dict)
 
     def by_kind(self, *kinds: str) -> list[Event]:
         return [e for e in self.events if e.kind in kinds]
@@ -175,7 +178,8 @@ def build_job(events: list[Event], scans: list) -> JobModel:
     ranks.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.host or "", r.pid or 0))
     hosts = sorted({r.host for r in ranks if r.host} | {e.host for e in events if e.host and e.kind.startswith("nccl")})
     job = JobModel(ranks=ranks, events=sorted(events, key=lambda e: (e.file, e.line)), ranks_expected=world,
-                   hosts=hosts, files=[s.path for s in scans], last_lines=last_by_file)
+                   hosts=hosts, files=[s.path for s in scans], last_lines=last_by_file,
+                   quiet={s.path: s.quiet for s in scans if getattr(s, "quiet", None)})
     job.index = {id(e): r for r in ranks for e in r.events}
     for r in ranks:
         for e in r.events:

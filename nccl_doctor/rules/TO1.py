@@ -33,7 +33,9 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
     ranks: list[int | None] = []
     if hang is not None:
         gap_s, last_step, end = hang
-        parts.append(f"training progress stopped {fmt_ms(gap_s * 1000)} before the logs end and no watchdog, "
+        what = "training progress" if isinstance(last_step, Event) and last_step.kind == "train_step" else \
+            "the job's output"
+        parts.append(f"{what} stopped {fmt_ms(gap_s * 1000)} before the logs end and no watchdog, "
                      "timeout or crash was reported: a silent hang")
         evidence += [last_step, end]
     if disabled:
@@ -45,7 +47,7 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
     severity = Severity.ERROR if hang is not None else Severity.WARNING
     return [rule.finding("; ".join(parts), severity=severity, confidence="medium" if hang else "high",
                          ranks=ranks, hosts=[facts.host_of(job, e) for e in disabled], evidence=evidence,
-                         first_seen=facts.first_ts(evidence))]
+                         first_seen=facts.first_ts(e for e in evidence if isinstance(e, Event)))]
 
 
 def _disabled(job: JobModel) -> list[Event]:
@@ -75,9 +77,10 @@ def _silent_hang(job: JobModel) -> tuple[float, Event, Event | Evidence] | None:
     """(seconds without progress, last step line, last line) when the job stalled with no error."""
     if facts.job_failed(job) or any(r.stage == "finished" for r in job.ranks):
         return None
+    quiet = _quiet_after_output(job)
     steps = sorted((e for e in job.by_kind("train_step") if e.ts is not None), key=lambda e: e.ts)
     if len(steps) < 2:
-        return None
+        return quiet
     # The end of the logs: the latest timed event or last line of any writer.
     ends: list[tuple[float, Event | Evidence]] = [(e.ts, e) for e in job.events if e.ts is not None]
     ends += [(ll.ts, Evidence(ll.file, ll.line, None, ll.text)) for per_file in job.last_lines.values()
@@ -89,4 +92,21 @@ def _silent_hang(job: JobModel) -> tuple[float, Event, Event | Evidence] | None:
     gap = end_ts - last.ts
     if gap >= max(MIN_GAP_S, MIN_GAP_STEPS * interval):
         return gap, last, end
-    return None
+    return quiet
+
+
+def _quiet_after_output(job: JobModel) -> tuple[float, Event | Evidence, Evidence] | None:
+    """The job's own (launcher-labelled) output stopped, and lines from outside the job (a status
+    cron, the scheduler) kept arriving in the same file for at least MIN_GAP_S: a hang with no error.
+    The job's lines carry no time here; the outside lines' timestamps measure the silence."""
+    best = None
+    for path, (first, last, job_line) in job.quiet.items():
+        span = last - first
+        if span >= MIN_GAP_S and (best is None or span > best[0]):
+            ll = job.last_lines.get(path, {}).get(None)
+            end = Evidence(path, ll.line, None, ll.text) if ll is not None else Evidence(path, job_line, None, "")
+            progress = [e for e in job.by_kind("train_step") if e.file == path and e.line <= job_line]
+            stop = progress[-1] if progress else next((e for e in job.events if e.file == path and e.line == job_line), None)
+            text = next((x.text for x in job.last_lines.get(path, {}).values() if x.line == job_line), "")
+            best = (span, stop or Evidence(path, job_line, None, text), end)
+    return best
