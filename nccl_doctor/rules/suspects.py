@@ -1,0 +1,356 @@
+"""Who fell behind and who went quiet: the suspects RK3 (lagging) and RK2 (silent) name.
+
+* ``lagging_ranks(job)``: ranks behind the SeqNum the others waited in (same process group only),
+  named by a desync report, still busy starting up, or holding fewer works in their watchdog;
+* ``silent_ranks(job)``: ranks that wrote nothing, or stopped early with no error while the others
+  went on;
+* ``stage_outliers(job)``: ranks that stopped earlier in NCCL's init sequence than the others;
+* ``strongest`` / ``suspects_summary``: pick and word the suspects for a finding.
+
+Built on the timeouts and failures of ``facts``; every name here is importable from ``facts`` too.
+Results are cached per job like the facts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..events import Event, LastLine
+from ..model import JobModel, RankState, pg_key, stage_index
+from .facts import (
+    WatchdogKill,
+    _int,
+    _per_job,
+    count_ranks,
+    failures,
+    global_rank,
+    job_failed,
+    killed_ranks,
+    owner,
+    per_rank_layout,
+    pg_label,
+    plural,
+    timed_out_states,
+    timeouts_by_pg,
+    watchdog_kills,
+)
+
+
+@dataclass(slots=True, eq=False)
+class Suspect:
+    """A rank that lagged (RK3) or went silent (RK2), with why we think so."""
+
+    rank: int | None
+    state: RankState | None
+    reason: str
+    confidence: str  # high | medium | low
+    events: list[Event] = field(default_factory=list)
+    pg: str = "default"
+    host: str | None = None
+    confirmed: bool = True  # False: a hint only (the logs may simply not show this rank)
+
+    def __post_init__(self) -> None:
+        if self.host is None and self.state is not None:
+            self.host = self.state.host
+
+
+def _last_enqueued(job: JobModel) -> dict[tuple[int, str], tuple[int, Event]]:
+    """(id(state), pg) -> the latest 'last enqueued' a rank reported outside its own timeout."""
+    out: dict[tuple[int, str], tuple[int, Event]] = {}
+    for ev in job.by_kind("torch_work_update", "torch_dump"):
+        st = owner(job, ev)
+        if st is not None and ev.get("enqueued") is not None:
+            out[(id(st), pg_key(ev))] = (ev.get("enqueued"), ev)
+    return out
+
+
+@_per_job
+def lagging_ranks(job: JobModel) -> list[Suspect]:
+    """Ranks behind the SeqNum the others waited in (same PG only), named by a desync report, or
+    with a smaller watchdog work list than the others."""
+    found: dict[Any, Suspect] = {}
+
+    def add(s: Suspect) -> None:
+        key = s.rank if s.rank is not None else id(s.state)
+        old = found.get(key)
+        if old is None or _CONF[s.confidence] > _CONF[old.confidence]:
+            found[key] = s
+
+    for pg, pt in timeouts_by_pg(job).items():
+        seq = pt.seq
+        if seq is None:
+            continue
+        waiting = [r for r in pt.reports if r.seq == seq]
+        if not waiting:
+            continue
+        for r in pt.reports:
+            behind = r.enqueued if r.enqueued is not None and r.enqueued < seq else \
+                r.seq if r.seq is not None and r.seq < seq else None
+            if behind is not None:
+                add(Suspect(r.rank, r.state, f"its last enqueued work in {pg_label(pg, pt.desc)} is {behind} while "
+                            f"{plural(len(waiting), 'rank')} waited in SeqNum {seq}", "high", r.events[:2], pg))
+        reporters = {id(r.state) for r in pt.reports}
+        for (sid, epg), (enq, ev) in _last_enqueued(job).items():
+            if epg == pg and sid not in reporters and enq < seq:
+                st = owner(job, ev)
+                add(Suspect(global_rank(job, ev), st, f"it had enqueued only up to work {enq} in {pg_label(pg)} "
+                            f"while {plural(len(waiting), 'rank')} waited in SeqNum {seq}", "high", [ev], pg))
+    _busy_starting(job, add)
+    for ev in job.by_kind("torch_desync_rank"):
+        state, rank = ev.get("state"), _int(ev.get("rank"))
+        if rank is None or state == "inconsistent":
+            continue  # an inconsistent collective is a desync (DSY1), not a straggler
+        why = (f"the desync report says it finished collective #{ev.get('finished')} but didn't join "
+               f"#{ev.get('missing')}") if state == "not_joined" else \
+            f"the desync report says it joined but didn't finish collective #{ev.get('missing')}"
+        add(Suspect(rank, job.known_ranks().get(rank), why, "high", [ev]))
+    _work_list_outliers(job, add)
+    return sorted(found.values(), key=lambda s: (s.rank is None, s.rank or 0))
+
+
+_CONF = {"low": 0, "medium": 1, "high": 2}
+
+
+#: A timeout in one of a group's first collectives: the barrier/broadcast after start-up.
+EARLY_SEQ = 3
+
+
+def writer_last_line(job: JobModel, ev: Event) -> LastLine | None:
+    """The last line written by whoever wrote ``ev`` (its process, launcher rank or local rank), in
+    ``ev``'s file; the file's own last line when the file has a single writer."""
+    per_file = job.last_lines.get(ev.file) or {}
+    st = owner(job, ev)
+    keys = [("rank", ev.rank), ("local_rank", ev.local_rank), ("proc", ev.host, ev.pid)]
+    if st is not None:
+        keys += [("rank", st.rank), ("proc", st.host, st.pid), ("local_rank", st.local_rank)]
+    writers = [k for k in per_file if k is not None]
+    if len(writers) <= 1 or (per_rank_layout(job) and st is not None and
+                             not any(r is not st and ev.file in r.files and r.rank is not None for r in job.ranks)):
+        keys.append(None)
+    cands = [per_file[k] for k in keys if k in per_file]
+    return max(cands, key=lambda ll: ll.line) if cands else None
+
+
+@_per_job
+def still_starting(job: JobModel) -> dict[int | None, list[Event]]:
+    """rank -> start-up work lines (model loading, downloads, preprocessing) that were still going on
+    when the others timed out in one of the first collectives (SeqNum <= 3). A rank that timed out
+    itself, or whose log moved on after its start-up lines, had finished starting."""
+    early = [pt for pt in timeouts_by_pg(job).values() if pt.seq is not None and pt.seq <= EARLY_SEQ]
+    if not early:
+        return {}
+    waiting = {r for pt in early for r in pt.ranks}
+    stop = min((pt.ts for pt in early if pt.ts is not None), default=None)
+    window = max((max(pt.timeouts_ms) for pt in early if pt.timeouts_ms), default=0) / 1000.0
+    out: dict[int | None, list[Event]] = defaultdict(list)
+    for ev in job.by_kind("startup_work"):
+        rank = global_rank(job, ev)
+        if rank is not None and rank in waiting:
+            continue
+        last = writer_last_line(job, ev)
+        if last is not None:  # the start-up lines are the end of that writer's log
+            busy = ev.line >= last.line - 3
+        else:  # else it must have been written after the others began to wait
+            busy = ev.ts is not None and stop is not None and abs(ev.ts - stop) < 2 * 86400 \
+                and stop - window < ev.ts <= stop + 60
+        if busy:
+            out[rank].append(ev)
+    return dict(out)
+
+
+def _busy_starting(job: JobModel, add: Callable[[Suspect], None]) -> None:
+    """Others timed out in an early collective while this rank was still loading or preprocessing:
+    it is the rank they waited for."""
+    pt = timeouts_by_pg(job).get("default")
+    if pt is None or pt.seq is None or pt.seq > EARLY_SEQ:
+        return
+    for rank, evs in still_starting(job).items():
+        if rank is not None and rank not in pt.ranks:
+            what = "; ".join(sorted({str(e.get("detail") or e.get("what")) for e in evs})[:3])
+            add(Suspect(rank, job.known_ranks().get(rank), f"it was still busy with start-up work ({what}) while "
+                        f"{plural(len(pt.ranks), 'rank')} waited in {pt.op or 'a collective'} SeqNum {pt.seq}",
+                        "medium", evs[-1:] + pt.lead_events()[:1]))
+
+
+def _work_list_outliers(job: JobModel, add: Callable[[Suspect], None]) -> None:
+    """Heartbeat kills report ``workMetaList_.size()``: the rank(s) with fewer works enqueued lag."""
+    by_pg: dict[str, list[WatchdogKill]] = defaultdict(list)
+    for w in watchdog_kills(job):
+        if w.work_meta_size is not None:
+            by_pg[w.pg].append(w)
+    for pg, kills in by_pg.items():
+        sizes = Counter(w.work_meta_size for w in kills)
+        if len(sizes) < 2:
+            continue
+        low = min(sizes)
+        rest = len(kills) - sizes[low]
+        if sizes[low] > rest:
+            continue  # the majority is low: nothing stands out
+        conf = "medium" if rest >= 2 and sizes[low] < rest else "low"
+        others = sorted({w.work_meta_size for w in kills if w.work_meta_size != low})
+        for w in kills:
+            if w.work_meta_size == low:
+                add(Suspect(w.rank, w.state, f"its watchdog held {low} works (workMetaList_) against "
+                            f"{'/'.join(map(str, others))} on the other ranks: it enqueued fewer collectives",
+                            conf, w.events[:1], pg))
+
+
+def _latest_generation(job: JobModel) -> list[RankState]:
+    """One process per rank: after a restart (same rank, new pid) only the latest attempt counts,
+    the earlier attempt's further progress says nothing about the new one."""
+    latest: dict[int, RankState] = {}
+    out = []
+    for r in job.ranks:
+        if r.rank is None:
+            out.append(r)
+        elif r.rank not in latest or _starts_after(r, latest[r.rank]):
+            latest[r.rank] = r
+    return out + list(latest.values())
+
+
+def _starts_after(a: RankState, b: RankState) -> bool:
+    """a's first line comes after b's in a file they share (or a has the later first timestamp)."""
+    if a.events and b.events:
+        fa, fb = a.events[0], b.events[0]
+        if fa.file == fb.file:
+            return fa.line > fb.line
+        if fa.ts is not None and fb.ts is not None:
+            return fa.ts > fb.ts
+    return False
+
+
+@_per_job
+def stage_outliers(job: JobModel) -> list[tuple[RankState, str, str]]:
+    """(rank, its stage, the stage most others reached) for processes that stopped earlier in NCCL's
+    init sequence than at least half of the others (only processes with NCCL stage evidence)."""
+    staged = [r for r in _latest_generation(job) if r.stage not in ("none", "finished")]
+    if len(staged) < 3:
+        return []
+    counts = Counter(stage_index(r.stage) for r in staged)
+    top = max(counts)
+    if counts[top] * 2 < len(staged):
+        return []
+    top_name = next(r.stage for r in staged if stage_index(r.stage) == top)
+    return [(r, r.stage, top_name) for r in staged if stage_index(r.stage) < top]
+
+
+@_per_job
+def silent_ranks(job: JobModel) -> list[Suspect]:
+    """Ranks that wrote nothing, or stopped early with no error while the others went on."""
+    found: dict[Any, Suspect] = {}
+    failed_states = {id(f.state) for f in failures(job) if f.state is not None}
+    failed_ranks = {f.rank for f in failures(job) if f.rank is not None}
+    timed = timed_out_states(job)
+
+    killed_states, killed = killed_ranks(job)
+
+    def quiet(st: RankState | None, rank: int | None) -> bool:
+        """No error (not even an echo of someone else's), no timeout and no kill by the launcher:
+        the dead rank usually writes nothing."""
+        busy = st is not None and (id(st) in failed_states or id(st) in timed or id(st) in killed_states
+                                   or bool(st.errors))
+        return not busy and rank not in failed_ranks and rank not in killed
+
+    def add(s: Suspect) -> None:
+        key = s.rank if s.rank is not None else id(s.state)
+        if key not in found or _CONF[s.confidence] > _CONF[found[key].confidence]:
+            found[key] = s
+
+    for ev in job.by_kind("hvd_missing_ranks"):
+        for rank in sorted({int(x) for x in re.findall(r"\d{1,7}", str(ev.get("ranks") or ""))}):
+            add(Suspect(rank, job.known_ranks().get(rank), "Horovod reports it never submitted the tensor "
+                        f"{ev.get('tensor') or ''} (missing ranks)".replace("  ", " "), "high", [ev]))
+    symptom = job_failed(job)
+    per_rank = per_rank_layout(job)
+    # Processes whose rank is unknown may be the "missing" ranks: then absence is only a hint.
+    rankless = any(r.rank is None and (r.host or r.pid is not None) for r in job.ranks)
+    missing = job.missing_ranks() if symptom else []
+    # Nearly every rank is in the logs: then a rank without a line really wrote none.
+    covered = bool(job.ranks_expected) and job.ranks_expected >= 4 and \
+        job.ranks_expected - len(missing) >= 0.9 * job.ranks_expected
+    for rank in missing:
+        if rank in killed:
+            continue
+        if rankless and not per_rank:
+            add(Suspect(rank, None, f"the job has {job.ranks_expected} ranks but no line names rank {rank}",
+                        "low", [], confirmed=False))
+        else:
+            host = _neighbours_host(job, rank)
+            where = f" (probably on the host of its neighbours {rank - 1} and {rank + 1})" if host else ""
+            add(Suspect(rank, None, f"the job has {job.ranks_expected} ranks but rank {rank} wrote no line{where}",
+                        "high" if per_rank else "medium", [], host=host,
+                        confirmed=per_rank or covered or _launcher_labelled(job)))
+    if symptom:
+        _silent_in_timeouts(job, add, quiet, per_rank)
+        for st, stage, top in stage_outliers(job):
+            if quiet(st, st.rank) and (st.rank is not None or st.host):
+                ev = [e for e in st.events if e.kind.startswith("nccl_")][-1:]
+                add(Suspect(st.rank, st, f"stopped at NCCL init stage '{stage}' with no error while most "
+                            f"ranks reached '{top}'", "medium", ev))
+    return sorted(found.values(), key=lambda s: (s.rank is None, s.rank or 0))
+
+
+def _neighbours_host(job: JobModel, rank: int) -> str | None:
+    """Ranks are placed in blocks per node: when both neighbours of a missing rank share a host, so
+    (almost certainly) does the missing rank."""
+    known = job.known_ranks()
+    lo, hi = known.get(rank - 1), known.get(rank + 1)
+    if lo is not None and hi is not None and lo.host and lo.host == hi.host:
+        return lo.host
+    return None
+
+
+def _launcher_labelled(job: JobModel) -> bool:
+    """Every line of the job carries its rank from the launcher (one combined but labelled stream)."""
+    return bool(job.ranks) and all(r.rank_source == "launcher" for r in job.ranks if r.rank is not None)
+
+
+def _silent_in_timeouts(job: JobModel, add: Callable[[Suspect], None], quiet: Callable[..., bool],
+                        per_rank: bool) -> None:
+    """Default-group timeouts: every rank is a member, so a present rank that neither timed out nor
+    failed stopped before the others (died without a word, or hung outside the watchdog's reach)."""
+    pt = timeouts_by_pg(job).get("default")
+    if pt is None or len(pt.ranks) < 2:
+        return
+    first = pt.ts
+    lagging = {s.rank for s in lagging_ranks(job)}
+    reporting_hosts = {r.host for r in pt.reports if r.host}
+    reported = set(pt.ranks)
+    for st in job.ranks:
+        if st.rank is None or st.rank in reported or st.rank in lagging or not quiet(st, st.rank):
+            continue
+        last = st.last_line
+        if first is not None and last is not None and last.ts is not None and last.ts >= first:
+            continue  # it was still writing when the others timed out
+        # Its own file, a stream whose every line names its rank, or a host whose other ranks' timeouts
+        # are in the logs: then the silence is real, not the edge of an excerpt.
+        sure = per_rank or st.rank_source == "launcher" or (st.host is not None and st.host in reporting_hosts)
+        add(Suspect(st.rank, st, f"it reported no timeout in {pg_label('default')} while "
+                    f"{plural(len(pt.ranks), 'rank')} timed out in SeqNum {pt.seq}",
+                    "high" if per_rank else "medium" if sure else "low", st.events[-1:], confirmed=sure))
+
+
+def strongest(suspects: list[Suspect]) -> list[Suspect]:
+    """The suspects named with the highest confidence (the others are weaker hints)."""
+    if not suspects:
+        return []
+    best = max(_CONF[s.confidence] for s in suspects)
+    return [s for s in suspects if _CONF[s.confidence] == best]
+
+
+def suspects_summary(chosen: list[Suspect], what: str) -> str:
+    """'rank 3 on gpu-2 <what>: <reason>' or 'N ranks (a-b) on h1, h2 <what>: <reason>'."""
+    if len(chosen) == 1:
+        s = chosen[0]
+        who = f"rank {s.rank}" if s.rank is not None else "a process (rank unknown)"
+        return f"{who}{' on ' + s.host if s.host else ''} {what}: {s.reason}"
+    hosts = sorted({s.host for s in chosen if s.host})
+    where = f" on {', '.join(hosts)}" if 0 < len(hosts) <= 3 else ""
+    who = count_ranks([s.rank for s in chosen], len(chosen))
+    if all(s.rank is None for s in chosen):
+        who += " (ranks unknown)"
+    return f"{who}{where} {what}: {chosen[0].reason}"
