@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from .events import MAX_TEXT, Event
 
 
-class Severity(str, Enum):
+class Severity(StrEnum):
     """``error`` explains a failure, ``warning`` is a latent trap, ``info`` is context."""
 
     INFO = "info"

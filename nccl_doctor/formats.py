@@ -101,7 +101,7 @@ def _shape(text: str) -> str:
     return _DIGITS.sub("0", _HEX.sub("0x0", text))
 
 
-def _trie_regex(literals: Iterable[str]) -> str:
+def trie_regex(literals: Iterable[str]) -> str:
     """One regex matching any of ``literals``, preferring the longest at a given position."""
     trie: dict = {}
     for lit in literals:
@@ -156,13 +156,13 @@ class FormatSet:
                 other for other in lits
                 if other not in lit and any(other.startswith(lit[k:]) for k in range(1, len(lit)))
             )
-        self._scanner = re.compile(_trie_regex(lits)) if lits else None
+        self._scanner = re.compile(trie_regex(lits)) if lits else None
         # Candidate patterns depend on which literals occur, and most records differ from many
         # others only in numbers (pids, ranks, pointers, sizes). The literal scan therefore runs on
         # a "shape" with every hex pointer and digit run collapsed, over literals collapsed the same
         # way (a superset of the true candidates, re-checked with `in`), and is cached per shape.
         sig_lits = sorted({_shape(lit) for lit in lits}, key=lambda x: (-len(x), x))
-        self._sig_scanner = re.compile(_trie_regex(sig_lits)) if sig_lits else None
+        self._sig_scanner = re.compile(trie_regex(sig_lits)) if sig_lits else None
         self._sig_to_idx: dict[str, set[int]] = {}
         for lit in lits:
             self._sig_to_idx.setdefault(_shape(lit), set()).update(self._closure[lit])

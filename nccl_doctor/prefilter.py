@@ -11,38 +11,7 @@ import os
 import re
 from collections.abc import Iterable
 
-
-def _trie_regex(literals: Iterable[bytes]) -> bytes:
-    """A regex equivalent to ``lit1|lit2|...`` with shared prefixes factored (much faster in ``re``)."""
-    trie: dict = {}
-    for lit in sorted(set(literals)):
-        node = trie
-        for b in lit:
-            node = node.setdefault(b, {})
-        node[None] = True
-
-    def emit(node: dict) -> bytes:
-        if list(node) == [None]:
-            return b""
-        alts = []
-        optional = None in node
-        singles = []
-        for key in sorted(k for k in node if k is not None):
-            sub = emit(node[key])
-            ch = re.escape(bytes([key]))
-            if sub == b"":
-                singles.append(ch)
-            else:
-                alts.append(ch + sub)
-        if singles:
-            alts.append(singles[0] if len(singles) == 1 else b"[" + b"".join(singles) + b"]")
-        body = alts[0] if len(alts) == 1 else b"(?:" + b"|".join(alts) + b")"
-        if optional:
-            # A literal ends here: its presence alone is a hit, longer continuations are not needed.
-            return b""
-        return body
-
-    return emit(trie)
+from .formats import trie_regex
 
 
 class Prefilter:
@@ -59,7 +28,8 @@ class Prefilter:
             if self._hs is None and choice == "hyperscan":
                 raise RuntimeError("hyperscan engine requested but the hyperscan package is not usable")
         self.engine = "hyperscan" if self._hs is not None else "re"
-        self._rx = re.compile(_trie_regex(self.literals))
+        # The same trie as the formats' literal scanner, over bytes (UTF-8 literals stay exact).
+        self._rx = re.compile(trie_regex([lit.decode() for lit in self.literals]).encode())
 
     def spans(self, chunk: bytes) -> list[tuple[int, int]]:
         if self._hs is not None:

@@ -43,7 +43,22 @@ def open_binary(real: str) -> BinaryIO:
     return _UpTo(raw)
 
 
-class _Zstd:
+class _Wrapper:
+    """A reader over a raw file that it owns: closing it closes the file; usable in ``with``."""
+
+    _raw: BinaryIO
+
+    def close(self) -> None:
+        self._raw.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class _Zstd(_Wrapper):
     """zstd frames, one after another; a stream that ends inside a frame is reported as truncated
     (the library's stream reader ends silently there)."""
 
@@ -84,17 +99,9 @@ class _Zstd:
             got += len(piece)
         return b"".join(parts)
 
-    def close(self) -> None:
-        self._raw.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
-class _UpTo:
+class _UpTo(_Wrapper):
     """A plain file read only up to its size when opened: a log still being written (or a writer
     faster than us) must not keep the read going forever."""
 
@@ -114,14 +121,6 @@ class _UpTo:
         self._left -= len(data)
         return data
 
-    def close(self) -> None:
-        self._raw.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 def iter_chunks(fp: BinaryIO, chunk_size: int = CHUNK, max_line: int = MAX_LINE) -> Iterator[bytes]:

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nccl_doctor.prefilter import Prefilter, _trie_regex
+from nccl_doctor.formats import trie_regex
+from nccl_doctor.prefilter import Prefilter
 
 LITS = ["NCCL WARN", "NCCL version", "Init COMPLETE", "Init", "Watchdog caught", "-> ", "abc", "abcd", "b"]
 
@@ -43,7 +44,7 @@ def test_engines_equal_naive(parts):
 def test_trie_regex_matches_exactly_the_literals():
     import re
 
-    rx = re.compile(_trie_regex([b"abc", b"abd", b"x.y"]))
+    rx = re.compile(trie_regex(["abc", "abd", "x.y"]).encode())
     assert rx.search(b"__abd__") and rx.search(b"x.y") and not rx.search(b"xzy") and not rx.search(b"ab")
 
 
