@@ -67,7 +67,11 @@ class Scanner:
 
             formats = load_formats()
         self.formats = formats
-        self.prefilter = Prefilter(tuple(formats.literals) + BLOCK_LITERALS, engine=engine)
+        # Repetitive families are found by direct search (first few, last one), not by the prefilter:
+        # their lines would otherwise be most of the candidates.
+        repeat = {lit.decode() for lit in REPEAT_CAPS}
+        self.prefilter = Prefilter(tuple(x for x in formats.literals if x not in repeat) + BLOCK_LITERALS,
+                                   engine=engine)
 
     def scan(self, f: InputFile) -> FileScan:
         out = FileScan(path=f.path, size=f.size)
@@ -124,6 +128,9 @@ class Scanner:
     def _scan_chunk(self, chunk: bytes, base_line: int, stripper: LauncherStripper, year: int,
                     out: FileScan) -> None:
         spans = self.prefilter.spans(chunk)
+        extra = self._repeat_spans(chunk, base_line, out)
+        if extra:
+            spans = sorted(set(spans).union(extra))
         if not spans:
             return
         match = self.formats.match
@@ -162,7 +169,8 @@ class Scanner:
                 hit = next((lit for lit in capped if lit in raw), None)
                 if hit is not None:
                     out.parsed += 1  # a known line of a repetitive family (see REPEAT_CAPS)
-                    out.last_repeat[hit] = (line_no, raw)
+                    if line_no > out.last_repeat.get(hit, (0, b""))[0]:
+                        out.last_repeat[hit] = (line_no, raw)
                     continue
             text = clean_line(raw)
             for rec in split_glued(text):
@@ -234,6 +242,33 @@ class Scanner:
                 cursor[0] = pos
                 return m, joined
         return None, rec
+
+    @staticmethod
+    def _repeat_spans(chunk: bytes, base_line: int, out: FileScan) -> list[tuple[int, int]]:
+        """Lines of the repetitive families in this chunk: the first ones while under the cap (to be
+        parsed), and the chunk's last one remembered (parsed at the end if it is the file's last)."""
+        extra: list[tuple[int, int]] = []
+        for lit, (cap, _kind) in REPEAT_CAPS.items():
+            pos = chunk.find(lit)
+            if pos < 0:
+                continue
+            budget = cap - out.repeats.get(lit, 0)
+            taken_to = -1
+            while pos >= 0 and budget > 0:
+                s = chunk.rfind(b"\n", 0, pos) + 1
+                e = chunk.find(b"\n", pos)
+                e = len(chunk) if e < 0 else e
+                extra.append((s, e))
+                taken_to = e
+                budget -= 1
+                pos = chunk.find(lit, e)
+            last = chunk.rfind(lit)
+            if last > taken_to:
+                s = chunk.rfind(b"\n", 0, last) + 1
+                e = chunk.find(b"\n", last)
+                e = len(chunk) if e < 0 else e
+                out.last_repeat[lit] = (base_line + 1 + chunk.count(b"\n", 0, s), chunk[s:e])
+        return extra
 
     def _last_repeats(self, stripper: LauncherStripper, year: int, out: FileScan) -> None:
         """Parse the last skipped line of each capped family: where the file's writer stopped."""

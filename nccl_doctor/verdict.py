@@ -61,7 +61,7 @@ def decide(job: JobModel, findings: list[Finding]) -> tuple[dict[str, Any] | Non
     if klass is not None and _blames_elsewhere(klass, culprit):
         # The class names the root cause; the rank that failed first is its victim.
         ranks, hosts = list(klass.blame_ranks), list(klass.blame_hosts)
-        where = ", ".join(hosts) if hosts else "ranks " + ", ".join(map(str, ranks))
+        where = ", ".join(hosts) if hosts else ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
         parts.append(f"{where}: {klass.title} ({klass.rule}): {klass.summary}")
         if culprit is not None:
             parts.append("then " + culprit.summary.replace(" failed first", " failed", 1))

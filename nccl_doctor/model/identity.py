@@ -6,8 +6,9 @@ Open MPI tags), the torchrun local rank ``[default3]:`` within one file. Keys se
 or in a file written by one process only, belong to the same process (union-find). Its global rank
 then comes, in order of trust, from a launcher prefix, the NCCL communicator that spans the whole
 job (``comm .. rank R nranks WORLD``), torch's ``initialization options ... global rank``, the file
-name (``rank-12.log``), and last the rank inside the default process group. When none applies the
-process keeps no rank: we never guess.
+name (``rank-12.log``), and last the rank inside the default process group. A process known only from
+its flight-recorder dump keeps the dump's rank, with rank source "flight recorder". When none
+applies the process keeps no rank: we never guess.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from ..events import Event
 #: Only explicit words: "worker-1" or "node-3" in a file name is usually a host, not a rank.
 _FILE_RANK = re.compile(r"(?:^|[^a-z])(?:rank|task)[-_.]?(\d{1,7})(?:\D|$)", re.I)
 _DEFAULT_PG = {None, 0, "0", "default_pg"}
-_TRUST = {"launcher": 0, "nccl communicator": 1, "torch options": 2, "file name": 3, "default group": 4}
+_TRUST = {"launcher": 0, "nccl communicator": 1, "torch options": 2, "file name": 3, "flight recorder": 3,
+          "default group": 4}
 
 
 @dataclass(slots=True)
@@ -177,6 +179,9 @@ def _fill_identity(p: Proc, world: int | None, shared: set[str]) -> None:
     launcher = Counter(e.rank for e in p.events if e.rank is not None)
     if launcher:
         p.rank, p.rank_source = launcher.most_common(1)[0][0], "launcher"
+        if all(e.kind.startswith("fr_") for e in p.events if e.rank is not None):
+            p.rank_source = "flight recorder"  # only dumps name it (nccl_trace_rank_<N>): no log line does
+            return
         if all(e.rank is None or e.fields.get("pg_rank") == e.rank for e in p.events) and \
                 not any(e.host for e in p.events) and _only_pg_ranks(p):
             p.rank_source = "default group"

@@ -102,9 +102,18 @@ class JobModel:
     #: file -> (first ts, last ts, last job line): time that passed after the job's last labelled
     #: line with only outside lines (a cron, the scheduler) written to that file.
     quiet: dict[str, tuple] = field(default_factory=dict)
+    kind_index: dict[str, list[Event]] = field(default_factory=dict, repr=False)
 
     def by_kind(self, *kinds: str) -> list[Event]:
-        return [e for e in self.events if e.kind in kinds]
+        """Events of these kinds in file/line order (indexed once: rules ask many times)."""
+        if not self.kind_index and self.events:
+            for e in self.events:
+                self.kind_index.setdefault(e.kind, []).append(e)
+        if len(kinds) == 1:
+            return list(self.kind_index.get(kinds[0], ()))
+        out = [e for k in dict.fromkeys(kinds) for e in self.kind_index.get(k, ())]
+        out.sort(key=lambda e: (e.file, e.line))
+        return out
 
     def rank_of(self, ev: Event) -> RankState | None:
         return self.index.get(id(ev))
@@ -150,8 +159,8 @@ def world_size(events: list[Event]) -> int | None:
                 sizes.append(e.get("nranks"))
         elif k == "torch_pg_options" and isinstance(e.get("size"), int):
             sizes.append(e.get("size"))
-        elif k == "ds_mpi" and isinstance(e.get("world_size"), int):
-            sizes.append(e.get("world_size"))
+        elif k in ("ds_mpi", "fr_dump") and isinstance(e.get("world_size"), int):
+            sizes.append(e.get("world_size"))  # fr_dump: the default group of a flight-recorder dump
         elif k == "elastic_rdzv":
             w = e.get("global_world_sizes")
             if isinstance(w, str) and w.strip("[] "):

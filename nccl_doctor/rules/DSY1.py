@@ -1,9 +1,12 @@
 """DSY1 collective desync: ranks issued different collectives at the same SeqNum of one group.
 
-Evidence: the watchdog lines of two ranks in the same process group and SeqNum disagree on OpType
-or on the element count; a desync report says a rank "is running inconsistent collective"; or
-``TORCH_DISTRIBUTED_DEBUG=DETAIL`` raised "Detected mismatch between collectives on ranks".
-That is an application bug (a rank-dependent code path), not a slow rank.
+Evidence, strongest first: flight-recorder dumps in which ranks recorded different collectives at
+the same sequence number of a group (op, then tensor sizes, then dtypes; a rank whose collective is
+the one the others issue next *skipped* theirs); the watchdog lines of two ranks in the same process
+group and SeqNum disagree on OpType or on the element count; a desync report says a rank "is running
+inconsistent collective"; or ``TORCH_DISTRIBUTED_DEBUG=DETAIL`` raised "Detected mismatch between
+collectives on ranks". That is an application bug (a rank-dependent code path), not a slow rank: a
+mismatch the dumps show against a clear majority blames the odd rank(s).
 
 Element counts are only compared where every rank passes the same count: point-to-point ops,
 gather/scatter (root and non-root differ), all-to-all and coalesced groups (``NumelIn=-1``) are
@@ -16,6 +19,8 @@ import re
 from collections import Counter, defaultdict
 
 from ..findings import Finding
+from ..flightrec.analysis import Mismatch as DumpMismatch
+from ..flightrec.analysis import dump_facts
 from ..model import JobModel
 from . import facts
 from .base import Rule
@@ -30,25 +35,38 @@ _MISMATCH = re.compile(r"Detected mismatch between collectives on ranks")
 
 
 def check(job: JobModel, rule: Rule) -> list[Finding]:
-    found = _watchdog_mismatch(job) + _reported_mismatch(job)
+    dumps = dump_facts(job).mismatches
+    shown = {(m.pg, m.seq) for m in dumps}
+    found = [_from_dump(job, m) for m in dumps] + _watchdog_mismatch(job, shown) + _reported_mismatch(job)
     if not found:
         return []
     summary, ranks, hosts, evidence = found[0]
     if len(found) > 1:
         summary += f" (and {len(found) - 1} more mismatch{'es' if len(found) > 2 else ''})"
-    return [rule.finding(summary, ranks=ranks, hosts=hosts, evidence=evidence, first_seen=facts.first_ts(evidence))]
+    lead = dumps[0] if dumps else None
+    # The dumps against a clear majority name the odd rank(s): the root cause, whoever exited first.
+    blame = ranks if lead is not None and lead.majority and lead.confidence == "high" else []
+    return [rule.finding(summary, confidence=lead.confidence if lead is not None else "high", ranks=ranks,
+                         hosts=hosts, evidence=evidence, first_seen=facts.first_ts(evidence),
+                         blame_ranks=blame)]  # not its host: other ranks there did nothing wrong
 
 
 #: (summary, the ranks at odds with the others, their hosts, evidence)
 Mismatch = tuple[str, list, list, list]
 
 
-def _watchdog_mismatch(job: JobModel) -> list[Mismatch]:
+def _from_dump(job: JobModel, m: DumpMismatch) -> Mismatch:
+    known = job.known_ranks()
+    return m.summary, list(m.ranks), [known[r].host for r in m.ranks if r in known], list(m.evidence)
+
+
+def _watchdog_mismatch(job: JobModel, shown: set[tuple[str, int]]) -> list[Mismatch]:
+    """Watchdog lines that disagree (``shown``: (group, SeqNum) the dumps already tell)."""
     out = []
     for pg, pt in facts.timeouts_by_pg(job).items():
         by_seq: dict[int, list[facts.RankTimeout]] = defaultdict(list)
         for r in pt.reports:
-            if r.seq is not None and r.op:
+            if r.seq is not None and r.op and (pg, r.seq) not in shown:
                 by_seq[r.seq].append(r)
         for seq, reps in sorted(by_seq.items()):
             ops = {r.op for r in reps}

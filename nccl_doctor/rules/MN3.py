@@ -3,15 +3,19 @@
 The watchdog line is the symptom, not the cause: it says which collective (op, SeqNum, process
 group) the survivors were stuck in and for how long. We report that, the ranks that did *not*
 report (when the job's size is known), the time lost, and whether the timeout was a default nobody
-chose or differs across ranks. Heartbeat-monitor kills without any collective timeout are WD1's
-story; here they only add a warning that the job sat for the monitor's window.
+chose or differs across ranks. gloo's ``Timed out waiting Nms for recv/send operation`` counts as
+a collective timeout too; it names no collective, so when flight-recorder dumps are given we say
+which collective each rank that timed out was in. Heartbeat-monitor kills without any collective
+timeout are WD1's story; here they only add a warning that the job sat for the monitor's window.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
+from ..events import Event
 from ..findings import Finding, Severity
+from ..flightrec.analysis import dump_facts
 from ..model import JobModel, pg_key
 from . import facts
 from .base import Rule
@@ -32,6 +36,9 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
     parts = [f"{_who(at_seq)} waited {fmt_ms(ms)} in {where}"]
     if elsewhere:
         parts.append(", ".join(f"{_who([r])} in SeqNum {r.seq}" for r in elsewhere[:4]))
+    dumped, dump_evidence = _in_dumps(job, main_pg, main) if main.seq is None else ("", [])
+    if dumped:
+        parts.append(dumped)
     parts += _timeout_setting(job, main_pg, main)
     parts.append(_not_reporting(job, main_pg, main))
     lost = _time_lost(job, main)
@@ -43,6 +50,7 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
         parts.append("also timed out in " + "; ".join(others))
     evidence = [e for pt in groups.values() for e in pt.lead_events()]
     evidence.sort(key=lambda e: (e.ts is None, e.ts or 0.0, e.file, e.line))
+    evidence += dump_evidence
     hosts = {r.host for pt in groups.values() for r in pt.reports}
     confidence = "high" if main.seq is not None and (main.op or main.ran_ms) else "medium"
     return [rule.finding("; ".join(p for p in parts if p), confidence=confidence, ranks=ranks, hosts=hosts,
@@ -51,6 +59,24 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
 
 def _who(reports: list[facts.RankTimeout]) -> str:
     return facts.count_ranks([r.rank for r in reports], len(reports))
+
+
+def _in_dumps(job: JobModel, pg: str, pt: facts.PgTimeouts) -> tuple[str, list[Event]]:
+    """Which collective the flight-recorder dumps put each rank that timed out in (for timeouts
+    that do not say, like gloo's), with one dump entry per collective as evidence."""
+    fr = dump_facts(job)
+    where: dict[str, list[int]] = {}
+    entries: dict[str, Event] = {}
+    for rank in pt.ranks:
+        pos = fr.position(rank, pg)
+        if pos is not None and pos.seq is not None:
+            where.setdefault(pos.what, []).append(rank)
+            if pos.event is not None:
+                entries.setdefault(pos.what, pos.event)
+    if not where:
+        return "", []
+    text = " and ".join(f"{facts.name_ranks(rs)} in {w}" for w, rs in sorted(where.items(), key=lambda kv: kv[1]))
+    return f"their flight-recorder dumps show {text}", list(entries.values())[:3]
 
 
 def _timeout_setting(job: JobModel, pg: str, pt: facts.PgTimeouts) -> list[str]:

@@ -1,8 +1,10 @@
 """RK1 rank failed first: the earliest real crash, before the others timed out or were killed.
 
 Causes are a rank's own errors (Python exception, CUDA error/OOM, segfault/signal, a non-zero exit
-in torchrun's failure table or srun's task list); echoes of someone else's failure (watchdog
-timeouts, peers closing sockets, ``ncclRemoteError``, SIGTERM/-15 from the launcher) are not.
+in torchrun's failure table or srun's task list); echoes of someone else's failure (watchdog or
+gloo timeouts, peers closing sockets, ``ncclRemoteError``, SIGTERM/-15 from the launcher) are not,
+nor is the exit code 1 torchrun reports for a rank whose only exception was such an echo (the
+killed rank's -9 is kept).
 torchrun's "Root Cause (first observed failure)" is only the first process to *exit*, so it is
 evidence, not the verdict. Ranks that failed with the same error at the same time (every rank of a
 node hitting one broken GPU fabric or a full /dev/shm) are named together. A failure after which

@@ -2,7 +2,8 @@
 
 A dead rank usually writes nothing: no error, no timeout. We name a rank as missing/silent when
 Horovod's stall inspector lists it (``missing ranks: R`` names the missing rank, not the reporter),
-when the job's size is known and a rank has no line while the job failed, when it reported no
+when the job's size is known and a rank has no line while the job failed, when it left no
+flight-recorder dump while the other ranks did (a killed rank writes none), when it reported no
 timeout in the default group while the others timed out, or when its log stops at an earlier NCCL
 init stage than everyone else's. A log excerpt that simply does not show some ranks is not
 evidence: without a known world size and per-rank files we say "hint", not "missing".

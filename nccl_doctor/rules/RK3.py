@@ -2,8 +2,10 @@
 
 When ranks time out in SeqNum S of a process group, the member whose last enqueued work is below
 S never reached that collective. Also named: ranks a desync report (``TORCH_NCCL_DESYNC_DEBUG``)
-points at, and, from heartbeat-monitor kills, the rank whose watchdog held fewer works
-(``workMetaList_.size()``) than the others'. SeqNums are only compared within one process group.
+points at, from heartbeat-monitor kills the rank whose watchdog held fewer works
+(``workMetaList_.size()``) than the others', and from flight-recorder dumps the rank whose last
+collective is below one the other ranks' dumps entered (the collective it never entered). SeqNums
+are only compared within one process group.
 """
 
 from __future__ import annotations

@@ -2,10 +2,13 @@
 
 * ``timeouts_by_pg(job)``: per process group, which ranks timed out in which SeqNum/op, after how
   long, and their last enqueued/completed work (de-duplicated: the same timeout is echoed 3-5 times
-  per rank, as the LOG line, the watchdog exception, ``what()`` and the Python error).
+  per rank, as the LOG line, the watchdog exception, ``what()`` and the Python error). gloo's
+  ``Timed out waiting Nms for recv operation`` counts as the rank's timeout too (no SeqNum: the
+  flight-recorder dumps, when given, say which collective).
 * ``failures(job)`` / ``first_failure(job)``: the non-consequential errors, one per rank, in causal
-  order. Consequences (peer closed the socket, flushed IB work, a watchdog timeout, SIGTERM from the
-  launcher, ``ncclRemoteError``, ``-> N`` chains) are never causes.
+  order. Consequences (peer closed the socket, flushed IB work, a watchdog or gloo timeout, SIGTERM
+  from the launcher, ``ncclRemoteError``, ``-> N`` chains) are never causes, nor is the exit code 1
+  of a rank whose own error was such an echo.
 * ``lagging_ranks(job)``, ``silent_ranks(job)``, ``stage_outliers(job)``: who fell behind, who went
   quiet, who stopped earlier in NCCL's init sequence than the others (they live in ``suspects.py``
   and are importable from here).
@@ -17,6 +20,7 @@ Results are cached per job (rules run one after another over the same job model)
 from __future__ import annotations
 
 import re
+import signal
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -24,6 +28,7 @@ from functools import wraps
 from typing import Any, TypeVar
 
 from ..events import Event
+from ..flightrec.analysis import dump_facts
 from ..model import JobModel, RankState, pg_key
 
 T = TypeVar("T")
@@ -336,6 +341,8 @@ def _timeout_fields(ev: Event) -> dict | None:
                 "numel_out": ev.get("numel_out"), "tmo": ev.get("timeout_ms"), "ran": ev.get("ran_ms")}
     if k in ("torch_wd_status", "torch_exception_hit"):
         return {"seq": ev.get("seq"), "enq": ev.get("enqueued"), "comp": ev.get("completed")}
+    if k == "gloo_timeout":  # gloo's transport gave up on a collective: no SeqNum, no op (send/recv is not one)
+        return {"tmo": ev.get("timeout_ms")}
     if k in _ECHO_KINDS:
         return _echo_work(ev)
     return None
@@ -417,6 +424,14 @@ CAUSE_KINDS = ("python_exception", "cpp_terminate", "cuda_error", "cuda_oom", "s
                "nccl_cuda_fail", "nccl_alloc_fail", "nccl_shm", "nccl_dup_gpu", "torch_nccl_error",
                "torch_nccl_err_kind", "torch_wd_exception", *NETWORK_KINDS, "elastic_cfe", "elastic_failed",
                "slurm_task_exit", "mp_spawn_failed", "ds_exit", "mpi_abort", "slurm_node_fail")
+#: A rank waiting for a peer that never came (gloo's transport, the TCPStore): always a consequence.
+_TIMEOUT_ECHOES = ("gloo_timeout", "torch_store_timeout")
+#: A rank's own error lines that may be no more than the echo of another rank's failure.
+_OWN_ERRORS = ("python_exception", "cpp_terminate", "torch_wd_exception", "torch_nccl_error", "torch_nccl_err_kind",
+               *_TIMEOUT_ECHOES)
+#: Launcher/host reports about a process (not the process's own words).
+_REPORTS = ("elastic_cfe", "elastic_failed", "slurm_task_exit", "mp_spawn_failed", "ds_exit", "mpi_abort",
+            "slurm_node_fail")
 #: Which of a rank's error lines describes its failure best (lower is more specific).
 _SPECIFIC = {"cuda_oom": 0, "cuda_error": 0, "nccl_cuda_fail": 0, "nccl_alloc_fail": 0, "nccl_shm": 0,
              "nccl_dup_gpu": 0, "xid": 0, "oom_killer": 0, "python_exception": 1, "torch_wd_exception": 1,
@@ -495,6 +510,8 @@ def classify(ev: Event, job_timed_out: bool, rank_timed_out: bool) -> tuple[str,
     """(category, description) when ``ev`` is a cause, None when it is a consequence or no error."""
     k, get = ev.kind, ev.get
     text = ev.text
+    if k in _TIMEOUT_ECHOES:
+        return None
     if k == "python_exception":
         etype, msg = str(get("exc_type") or ""), str(get("msg") or "")
         if etype.rsplit(".", 1)[-1] in _ECHO_TYPES or (etype == "Exception" and not msg.strip()):
@@ -561,7 +578,8 @@ def _classify_exit(ev: Event, job_timed_out: bool) -> tuple[str, str] | None:
         code = _int(get("code"))
         if _exit_is_consequence(code, None, job_timed_out) is not False:
             return None
-        return "exit", f"exit code {code} (local rank {get('local_rank')}, pid {get('pid')})"
+        sig = f"{_signal_name(-code)}; " if code is not None and code < 0 and _signal_name(-code) else ""
+        return "exit", f"exit code {code} ({sig}local rank {get('local_rank')}, pid {get('pid')})"
     if k == "slurm_task_exit":
         code, how = _int(get("code")), str(get("how") or "").strip()
         if how in ("Killed", "Terminated") or (how == "Aborted" and job_timed_out):
@@ -584,6 +602,14 @@ def _classify_exit(ev: Event, job_timed_out: bool) -> tuple[str, str] | None:
             return None
         return "exit", ev.text.strip()[:200]
     return None
+
+
+def _signal_name(num: int) -> str | None:
+    """9 -> 'SIGKILL' (torchrun reports a worker killed by a signal as exit code -N)."""
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return None
 
 
 def _short_host(host: str | None) -> str | None:
@@ -620,7 +646,55 @@ def _fail_ranks(job: JobModel, ev: Event) -> list[int | None]:
         st = state_for_pid(job, ev.get("pid"), ev.get("host") or host_of(job, ev), ev.file)
         if st is not None:
             return [st.rank]
+        if ev.kind == "elastic_failed" and (ev.file, _int(ev.get("pid"))) in _table_ranks(job):
+            return [_table_ranks(job)[(ev.file, _int(ev.get("pid")))]]
     return [global_rank(job, ev)]
+
+
+@_per_job
+def _table_ranks(job: JobModel) -> dict[tuple[str, int | None], int]:
+    """(file, pid) -> global rank from torchrun's failure table (each row names rank and pid); pids
+    that the table gives to two ranks are left out."""
+    seen: dict[tuple[str, int | None], set[int]] = defaultdict(set)
+    for ev in job.by_kind("elastic_cfe"):
+        if _int(ev.get("pid")) is not None and _int(ev.get("rank")) is not None:
+            seen[(ev.file, _int(ev.get("pid")))].add(_int(ev.get("rank")))  # type: ignore[arg-type]
+    return {k: next(iter(v)) for k, v in seen.items() if len(v) == 1}
+
+
+def _echo_only(job: JobModel, job_timed_out: bool, timed: set[int]) -> tuple[set[int], set[int]]:
+    """(id() of states, ranks) whose own errors are all echoes of another rank's failure (a timeout,
+    a peer that closed the socket, gloo's "Timed out waiting"), with no cause of their own."""
+    states: set[int] = set()
+    ranks: set[int] = set()
+    caused: set[int] = set()
+    for st in job.ranks:
+        rank_timed = id(st) in timed
+        own = [e for e in st.events if (e.kind in _OWN_ERRORS or e.kind in CAUSE_KINDS) and e.kind not in _REPORTS]
+        if any(classify(e, job_timed_out, rank_timed) is not None for e in own):
+            if st.rank is not None:
+                caused.add(st.rank)
+        elif rank_timed or any(e.kind in _OWN_ERRORS for e in own):
+            states.add(id(st))
+            if st.rank is not None:
+                ranks.add(st.rank)
+    return states, ranks - caused
+
+
+def _echoed_exit(job: JobModel, ev: Event, echo: tuple[set[int], set[int]]) -> bool:
+    """Exit code 1 in torchrun's reports (Python's status after an uncaught exception) of a rank
+    whose exception was an echo: a consequence too. Other codes (-9, 139, ...) keep their word."""
+    if ev.kind not in ("elastic_cfe", "elastic_failed"):
+        return False
+    if _int(ev.get("exitcode") if ev.kind == "elastic_cfe" else ev.get("code")) != 1:
+        return False
+    states, ranks = echo
+    named = _fail_ranks(job, ev)
+    if all(r is not None for r in named):
+        return all(r in ranks for r in named)
+    lr = _int(ev.get("local_rank"))
+    procs = [st for st in job.ranks if lr is not None and st.local_rank == lr and ev.file in st.files]
+    return bool(procs) and all(id(st) in states for st in procs)
 
 
 @_per_job
@@ -654,11 +728,12 @@ def failures(job: JobModel) -> list[Failure]:
     job_timed_out = bool(timeouts_by_pg(job)) or bool(watchdog_kills(job))
     timed = timed_out_states(job)
     by_rank = job.known_ranks()
+    echo = _echo_only(job, job_timed_out, timed)
     merged: dict[tuple, Failure] = {}
     for ev in job.by_kind(*CAUSE_KINDS):
         st = owner(job, ev)
         cls = classify(ev, job_timed_out, st is not None and id(st) in timed)
-        if cls is None:
+        if cls is None or _echoed_exit(job, ev, echo):
             continue
         cat, what = cls
         own = global_rank(job, ev)
@@ -719,8 +794,10 @@ def first_failure(job: JobModel, crash_only: bool = False) -> Failure | None:
 
 
 def job_failed(job: JobModel) -> bool:
-    """Did anything go wrong (a timeout, a watchdog kill, or a crash that did not recover)?"""
-    return bool(timeouts_by_pg(job) or watchdog_kills(job) or first_failure(job, crash_only=True))
+    """Did anything go wrong (a timeout, a watchdog kill, a crash that did not recover, or
+    flight-recorder dumps that name a culprit)?"""
+    return bool(timeouts_by_pg(job) or watchdog_kills(job) or first_failure(job, crash_only=True)
+                or dump_facts(job).culprits)
 
 
 # ---- who fell behind, who went quiet (suspects.py; importable from here as before) ---------------

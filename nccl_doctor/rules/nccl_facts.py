@@ -167,9 +167,16 @@ _ECHO_SOCKET = ("socket recv failed", "socket send failed", "connection closed b
                 "call to recv from", "polling for opid")
 
 
+#: The only kinds transport_tier can classify (the rest of a job's events are skipped unread).
+TRANSPORT_KINDS = ("nccl_ib_cqe", "nccl_ofi_error", "nccl_ib_async", "nccl_connect_err", "nccl_ib_qp_error",
+                   "nccl_sock_closed", "nccl_socket_err", "nccl_proxy_fail", "nccl_svc_closed", "nccl_warn")
+
+
 def transport_tier(ev: Event) -> int | None:
     """0 = fabric/completion error, 1 = connect failure, 2 = peer closed/reset, 3 = echo; None = not transport."""
     k = ev.kind
+    if k not in TRANSPORT_KINDS:
+        return None
     t = low(ev)
     if k == "nccl_ib_cqe":
         status = int_in(ev.get("status"))
@@ -195,7 +202,7 @@ def transport_tier(ev: Event) -> int | None:
 
 
 def transport_errors(job: JobModel) -> list[Event]:
-    return [e for e in job.events if transport_tier(e) is not None]
+    return [e for e in job.by_kind(*TRANSPORT_KINDS) if transport_tier(e) is not None]
 
 
 def bridge_connect_errors(job: JobModel) -> list[Event]:

@@ -1,9 +1,10 @@
 """Who fell behind and who went quiet: the suspects RK3 (lagging) and RK2 (silent) name.
 
 * ``lagging_ranks(job)``: ranks behind the SeqNum the others waited in (same process group only),
-  named by a desync report, still busy starting up, or holding fewer works in their watchdog;
-* ``silent_ranks(job)``: ranks that wrote nothing, or stopped early with no error while the others
-  went on;
+  named by a desync report, still busy starting up, holding fewer works in their watchdog, or whose
+  flight-recorder dump never reached a collective the other dumps entered;
+* ``silent_ranks(job)``: ranks that wrote nothing, left no flight-recorder dump while the others
+  did, or stopped early with no error while the others went on;
 * ``stage_outliers(job)``: ranks that stopped earlier in NCCL's init sequence than the others;
 * ``strongest`` / ``suspects_summary``: pick and word the suspects for a finding.
 
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..events import Event, LastLine
+from ..flightrec.analysis import dump_facts
 from ..model import JobModel, RankState, pg_key, stage_index
 from .facts import (
     WatchdogKill,
@@ -109,6 +111,13 @@ def lagging_ranks(job: JobModel) -> list[Suspect]:
             f"the desync report says it joined but didn't finish collective #{ev.get('missing')}"
         add(Suspect(rank, job.known_ranks().get(rank), why, "high", [ev]))
     _work_list_outliers(job, add)
+    stuck = bool(timeouts_by_pg(job) or watchdog_kills(job))
+    for lag in dump_facts(job).lags:  # a collective the others entered and it never did
+        if lag.confidence == "low" and not stuck:
+            continue  # dumps of a running job taken at different times: the others may just be later
+        for rank in lag.behind:
+            add(Suspect(rank, job.known_ranks().get(rank), f"its flight-recorder dump shows it {lag.reason}",
+                        lag.confidence, lag.evidence[:3], lag.pg))
     return sorted(found.values(), key=lambda s: (s.rank is None, s.rank or 0))
 
 
@@ -264,6 +273,12 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
         for rank in sorted({int(x) for x in re.findall(r"\d{1,7}", str(ev.get("ranks") or ""))}):
             add(Suspect(rank, job.known_ranks().get(rank), "Horovod reports it never submitted the tensor "
                         f"{ev.get('tensor') or ''} (missing ranks)".replace("  ", " "), "high", [ev]))
+    gone = dump_facts(job).missing  # ranks without a flight-recorder dump while the others wrote one
+    if gone is not None and gone.confidence != "low":
+        for rank in gone.ranks:
+            if rank not in killed:
+                add(Suspect(rank, job.known_ranks().get(rank), f"it {gone.reason}", gone.confidence,
+                            gone.evidence[:3]))
     symptom = job_failed(job)
     per_rank = per_rank_layout(job)
     # Processes whose rank is unknown may be the "missing" ranks: then absence is only a hint.
@@ -306,7 +321,8 @@ def _neighbours_host(job: JobModel, rank: int) -> str | None:
 
 def _launcher_labelled(job: JobModel) -> bool:
     """Every line of the job carries its rank from the launcher (one combined but labelled stream)."""
-    return bool(job.ranks) and all(r.rank_source == "launcher" for r in job.ranks if r.rank is not None)
+    labelled = [r for r in job.ranks if r.rank is not None and r.rank_source != "flight recorder"]  # dumps: no lines
+    return bool(labelled) and all(r.rank_source == "launcher" for r in labelled)
 
 
 def _silent_in_timeouts(job: JobModel, add: Callable[[Suspect], None], quiet: Callable[..., bool],
@@ -330,7 +346,8 @@ def _silent_in_timeouts(job: JobModel, add: Callable[[Suspect], None], quiet: Ca
         # are in the logs: then the silence is real, not the edge of an excerpt.
         sure = per_rank or st.rank_source == "launcher" or (st.host is not None and st.host in reporting_hosts)
         add(Suspect(st.rank, st, f"it reported no timeout in {pg_label('default')} while "
-                    f"{plural(len(pt.ranks), 'rank')} timed out in SeqNum {pt.seq}",
+                    f"{plural(len(pt.ranks), 'rank')} timed out"
+                    + (f" in SeqNum {pt.seq}" if pt.seq is not None else ""),
                     "high" if per_rank else "medium" if sure else "low", st.events[-1:], confirmed=sure))
 
 
