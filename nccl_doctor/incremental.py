@@ -181,11 +181,14 @@ class _Source:
         out.modes = tuple(sorted(stripper.modes))
         out.parsed = self.done.parsed
         out.events = list(self.done.events)
+        out.repeats = dict(self.done.repeats)
+        out.last_repeat = dict(self.done.last_repeat)
         sc = _scanner()
         if self.pending:
             sc.scan_chunk(b"".join(self.pending), self.done_lines, stripper, self.year, out)
         if self.partial:  # the batch reader yields an unterminated last line as a chunk of its own
             sc.scan_chunk(self.partial, self.done_lines + len(self.pending), stripper, self.year, out)
+        sc._last_repeats(stripper, self.year, out)
         sc._last_lines((bytes(self.tail) + self.partial)[-TAIL_BYTES:], out.lines, stripper, self.year, out)
         self.view = out
         return out
