@@ -179,7 +179,7 @@ class Scanner:
                 for r in records or (rest,):
                     m = match(r)
                     if m is None:
-                        m, r = self._rewrap(chunk, s, cursor, r, stripper, match)
+                        m, r = self._rewrap(chunk, s, cursor, r, stripper, match, labelled=bool(lf))
                     if m is None:
                         continue
                     out.parsed += 1
@@ -193,7 +193,8 @@ class Scanner:
                 consumed_to = cursor[0]
                 out.parsed += chunk.count(b"\n", e, cursor[0])
 
-    def _rewrap(self, chunk: bytes, s: int, cursor: list, rec: str, stripper: LauncherStripper, match):
+    def _rewrap(self, chunk: bytes, s: int, cursor: list, rec: str, stripper: LauncherStripper, match,
+                labelled: bool = False):
         """Try a hard-wrapped record: the previous record start plus following continuation lines.
 
         A continuation is a line that starts no record of its own: no launcher label, no known
@@ -204,7 +205,7 @@ class Scanner:
             return stripper.strip(clean_line(chunk[start:end]))
 
         parts = [rec.strip()]
-        if is_continuation(rec):
+        if is_continuation(rec) and not labelled:  # a line with a launcher label starts a record
             p_end = s - 1
             for _ in range(3):
                 if p_end <= 0:

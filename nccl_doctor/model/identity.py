@@ -121,13 +121,49 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
     shared = {f for f, procs in file_procs.items()
               if len({h for h, _ in procs}) > 1 or len(file_devs.get(f, ())) > 1}
     shared |= {e.file for e in events if e.rank is not None and file_rank(e.file) not in (None, e.rank)}
+    _link_local_to_global(events, uf)
     groups: dict = defaultdict(list)
     for ev, k in zip(events, ev_key, strict=True):
         groups[uf.find(k)].append(ev)
     procs = [Proc(key=root, events=evs, files={e.file for e in evs}) for root, evs in groups.items()]
+    # A global rank known only through a link (torchrun's local -> global map) sits in the union.
+    linked: dict = defaultdict(set)
+    for k in list(uf.parent):
+        if k[0] == "rank":
+            linked[uf.find(k)].add(k[1])
     for p in procs:
         _fill_identity(p, world, shared)
+        if p.rank is None and len(linked.get(p.key, ())) == 1:
+            p.rank, p.rank_source = next(iter(linked[p.key])), "launcher"
     return _merge_same_rank(procs)
+
+
+def _rank_list(value: object) -> list[int]:
+    if isinstance(value, list):
+        return [v for v in value if isinstance(v, int)]
+    if isinstance(value, str):
+        return [int(x) for x in re.findall(r"\d{1,7}", value)]
+    return []
+
+
+def _link_local_to_global(events: list[Event], uf: _Union) -> None:
+    """torchrun's own lines map a node's local ranks to global ranks: the rendezvous result
+    (``local_ranks=[0, 1]`` / ``global_ranks=[8, 9]``) and the ChildFailedError table
+    (``rank : 9 (local_rank: 1)``). In the agent's file, ``[default1]:`` lines are then rank 9."""
+    maps: dict[str, dict[int, set[int]]] = defaultdict(lambda: defaultdict(set))
+    for ev in events:
+        if ev.kind == "elastic_rdzv":
+            local, glob = _rank_list(ev.get("local_ranks")), _rank_list(ev.get("global_ranks"))
+            if local and len(local) == len(glob):
+                for lr, gr in zip(local, glob, strict=True):
+                    maps[ev.file][lr].add(gr)
+        elif ev.kind == "elastic_cfe" and isinstance(ev.get("rank"), int) and isinstance(ev.get("local_rank"), int):
+            maps[ev.file][ev.get("local_rank")].add(ev.get("rank"))
+    for f, per_local in maps.items():
+        for lr, globs in per_local.items():
+            key = ("local", f, lr)
+            if len(globs) == 1 and key in uf.parent:  # an ambiguous map (membership changed) links nothing
+                uf.union(("rank", next(iter(globs))), key)
 
 
 def _merge_same_rank(procs: list[Proc]) -> list[Proc]:
