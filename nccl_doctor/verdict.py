@@ -78,8 +78,9 @@ def decide(job: JobModel, findings: list[Finding]) -> tuple[dict[str, Any] | Non
                 last = _who(ranks, hosts, f"{klass.rule}: {klass.summary}")
         if klass is not None and klass is not wait and (culprit is None or klass.rule != culprit.rule):
             parts.append(f"{klass.title} ({klass.rule}): {klass.summary}" if culprit else klass.summary)
-    if wait is not None and (wait is not klass or culprit is None):
-        parts.append(wait.summary)
+    if wait is not None:
+        # What the rest of the job did: "63 ranks then waited 30 min in ALLREDUCE SeqNum 4521 ... (MN3)".
+        parts.append(f"then {wait.summary} (MN3)" if parts else wait.summary)
     if culprit is None and (klass is None or klass.rule == "MN3"):
         parts.append("the evidence does not single out one rank")
     rule = klass.rule if klass is not None and klass.rule != "MN3" else (culprit.rule if culprit else "MN3")
