@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import sys
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -99,6 +100,10 @@ _DIGITS = re.compile(r"\d+")
 def _shape(text: str) -> str:
     """``gpu-12:4711:4790 [3] ... comm 0x55d5c7f7e0b0 rank 12`` -> ``gpu-0:0:0 [0] ... comm 0x0 rank 0``."""
     return _DIGITS.sub("0", _HEX.sub("0x0", text))
+
+
+def _intern(text: str) -> str:
+    return sys.intern(text) if len(text) <= 48 else text
 
 
 def trie_regex(literals: Iterable[str]) -> str:
@@ -263,7 +268,9 @@ class FormatSet:
                 if value is None:
                     continue
                 if isinstance(value, str):
-                    value = _to_int(value) if (name in ints_p or name in ints_f) else value.strip()
+                    # Short values repeat across a job's events (host names, levels, op names): one
+                    # shared copy each keeps a 16k-rank job's events small.
+                    value = _to_int(value) if (name in ints_p or name in ints_f) else _intern(value.strip())
                 fields[name] = value
         for name in extra.bools:
             value = fields.get(name)
