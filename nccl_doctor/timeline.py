@@ -387,6 +387,10 @@ def describe_last(tl: Timeline) -> str:
     else:
         who = "ranks " + ", ".join(map(str, last["ranks"])) if last["ranks"] else "host"
         where, at = (f" on {last['host']}" if last.get("host") else ""), ""
-    why = f": {last['why']}" if last.get("why") else ""
-    last["who"] = f"{who}{where}"
+    why = last.get("why") or ""
+    rule, _, said = why.partition(": ")
+    if said and tl.verdict and said.rstrip(".") in tl.verdict.get("summary", ""):  # no need to say it twice
+        why = f"named by {rule}"
+    last["who"], last["reason"] = f"{who}{where}", why
+    why = f": {why}" if why else ""
     return f"{who}{where}{at}{why}"

@@ -73,6 +73,11 @@ def test_last_rank_comes_from_the_report_when_present():
     assert tl.last["source"] == "verdict" and tl.last["ranks"] == [9]
     assert tl.ranks.loc[tl.ranks["is_last"], "rank"].tolist() == [9]
     assert tl.last["label"].startswith("rank 9 on gpu-node-02")
+    # the verdict already says why: not twice
+    assert tl.last["label"] == "rank 9 on gpu-node-02, at SeqNum 4520 (default): named by RK1"
+    rep = hang_report(n=16, culprit=9, verdict=True)
+    rep.last_rank_to_report["why"] = "RK1: something the verdict does not say"
+    assert build(rep).last["label"].endswith("(default): RK1: something the verdict does not say")
 
 
 def test_last_rank_is_the_one_furthest_behind_otherwise():

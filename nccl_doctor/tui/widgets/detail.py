@@ -20,7 +20,7 @@ def where(file: object, line: object) -> Text:
 class RankDetail(VerticalScroll):
     DEFAULT_CSS = """
     RankDetail {
-        height: 14;
+        height: 12;
         border: round $primary 50%;
         border-title-color: $text-muted;
         padding: 0 1;
@@ -69,7 +69,7 @@ class RankDetail(VerticalScroll):
                    " · at ", tl.progress_label(float(r["progress"])))
         if r["is_last"]:
             out.append("\n★ last to report: ", style="bold magenta")
-            out.append_text(literal((tl.last or {}).get("why", ""), "magenta", 400))
+            out.append_text(literal((tl.last or {}).get("reason", ""), "magenta", 400))
         if r["missing"]:
             out.append("\nexpected in the job but no line from this rank was found", style="bold magenta")
             return out

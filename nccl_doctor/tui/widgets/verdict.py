@@ -13,7 +13,7 @@ class VerdictPanel(Static):
     DEFAULT_CSS = """
     VerdictPanel {
         height: auto;
-        max-height: 6;
+        max-height: 8;
         padding: 0 1;
         border: round $error 60%;
         border-title-color: $text;
