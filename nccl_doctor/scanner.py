@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 
 from .discover import InputFile
@@ -18,7 +19,7 @@ from .launchers import LauncherStripper, detect_modes
 from .prefilter import Prefilter
 from .reading import ReadIssue, clean_line, iter_chunks, looks_binary, open_binary
 from .records import BLOCK_LITERALS, is_block_header, is_continuation, join_block, split_glued
-from .timeparse import event_time, parse_iso
+from .timeparse import event_time, parse_iso, parse_mmdd
 
 TAIL_BYTES = 256 << 10
 #: Repetitive line families, parsed only up to a cap per file (then counted, not parsed), plus
@@ -119,6 +120,7 @@ class Scanner:
                 tail = (tail + chunk)[-TAIL_BYTES:] if len(chunk) < TAIL_BYTES else chunk[-TAIL_BYTES:]
         finally:  # a truncated stream still reports what was read before it broke
             out.lines = base_line
+            _fix_year(out.events, year)
             if stripper is not None:
                 self._last_repeats(stripper, year, out)
                 self._last_lines(tail, base_line, stripper, year, out)
@@ -335,6 +337,20 @@ class Scanner:
         out.last_lines = seen
         if job_line is not None and len(quiet_ts) >= 2:
             out.quiet = (min(quiet_ts), max(quiet_ts), job_line)
+
+
+def _fix_year(events: list[Event], assumed: int) -> None:
+    """c10's ``MMDD hh:mm:ss`` has no year; the file's mtime gave one. When the same file carries
+    full dates (kubectl, DeepSpeed, NCCL 2.26 WARN), their year is the better guess."""
+    years = Counter(time.gmtime(e.ts).tm_year for e in events if e.ts is not None and "mmdd" not in e.fields)
+    if not years:
+        return
+    year = years.most_common(1)[0][0]
+    if year == assumed:
+        return
+    for e in events:
+        if e.ts is not None and "mmdd" in e.fields and "hms" in e.fields:
+            e.ts = parse_mmdd(str(e.fields["mmdd"]), str(e.fields["hms"]), year)
 
 
 def _make_event(kind: str, fields: dict, lf: dict, path: str, line_no: int, text: str, year: int) -> Event:
