@@ -8,8 +8,8 @@
 * ``stage_outliers(job)``: ranks that stopped earlier in NCCL's init sequence than the others;
 * ``strongest`` / ``suspects_summary``: pick and word the suspects for a finding.
 
-Built on the timeouts and failures of ``facts``; every name here is importable from ``facts`` too.
-Results are cached per job like the facts.
+Built on the timeouts and failures (``timeouts.py``, ``failures.py``); every name here is importable
+from ``facts`` too. Results are cached per job like the facts.
 """
 
 from __future__ import annotations
@@ -23,23 +23,9 @@ from typing import Any
 from ..events import Event, LastLine
 from ..flightrec.analysis import dump_facts
 from ..model import JobModel, RankState, pg_key, stage_index
-from .facts import (
-    WatchdogKill,
-    _int,
-    _per_job,
-    count_ranks,
-    failures,
-    global_rank,
-    job_failed,
-    killed_ranks,
-    owner,
-    per_rank_layout,
-    pg_label,
-    plural,
-    timed_out_states,
-    timeouts_by_pg,
-    watchdog_kills,
-)
+from .facts import _per_job, count_ranks, global_rank, int_in, owner, per_rank_layout, pg_label, plural
+from .failures import failures, job_failed, killed_ranks
+from .timeouts import WatchdogKill, timed_out_states, timeouts_by_pg, watchdog_kills
 
 
 @dataclass(slots=True, eq=False)
@@ -103,7 +89,7 @@ def lagging_ranks(job: JobModel) -> list[Suspect]:
                             f"while {plural(len(waiting), 'rank')} waited in SeqNum {seq}", "high", [ev], pg))
     _busy_starting(job, add)
     for ev in job.by_kind("torch_desync_rank"):
-        state, rank = ev.get("state"), _int(ev.get("rank"))
+        state, rank = ev.get("state"), int_in(ev.get("rank"))
         if rank is None or state == "inconsistent":
             continue  # an inconsistent collective is a desync (DSY1), not a straggler
         why = (f"the desync report says it finished collective #{ev.get('finished')} but didn't join "

@@ -1,0 +1,161 @@
+"""Causes, not consequences: which single error line is a failure of its own.
+
+``classify(ev, job_timed_out, rank_timed_out)`` says whether an event is a cause (with a category
+and a one-line description) or a consequence: the echo of someone else's failure (peer closed the
+socket, flushed IB work, a watchdog or gloo timeout, SIGTERM from the launcher, ``ncclRemoteError``)
+or no error at all. ``CAUSE_KINDS`` lists every kind it may call a cause. ``failures.py`` builds
+each rank's first failure from these lines; every public name here is importable from ``facts``.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+
+from ..events import Event
+from .facts import int_in
+
+# ---- failures: causes, not consequences ---------------------------------------------------------
+
+#: Error text that is the echo of someone else's failure, never a cause by itself.
+_CONSEQUENCE = re.compile(
+    r"Watchdog caught collective operation timeout|Connection closed by remote peer|remote process exited"
+    r"|ncclRemoteError|communicator was aborted|ChildFailedError|SignalException|got signal: ?15\b|SIGTERM"
+    r"|Connection reset by peer|Broken pipe|WR_FLUSH_ERR|status=5\b|with error 5\b|KeyboardInterrupt"
+    r"|Socket recv failed|Connection closed by localRank|DistStoreError|[Tt]imed out|[Tt]imeout",
+)
+#: Exception types that only report that a child/peer failed.
+_ECHO_TYPES = ("ChildFailedError", "CalledProcessError", "ProcessExitedException", "SignalException",
+               "KeyboardInterrupt", "SystemExit", "DistNetworkError", "DistStoreError")
+_CUDA_TEXT = re.compile(r"CUDA error|CUDA out of memory|illegal memory access|out of memory|ECC error|Xid", re.I)
+NETWORK_KINDS = ("nccl_ib_cqe", "nccl_connect_err", "nccl_ofi_error", "nccl_no_iface")
+#: Every kind ``classify`` may call a cause.
+CAUSE_KINDS = ("python_exception", "cpp_terminate", "cuda_error", "cuda_oom", "signal", "xid", "oom_killer",
+               "nccl_cuda_fail", "nccl_alloc_fail", "nccl_shm", "nccl_dup_gpu", "torch_nccl_error",
+               "torch_nccl_err_kind", "torch_wd_exception", *NETWORK_KINDS, "elastic_cfe", "elastic_failed",
+               "slurm_task_exit", "mp_spawn_failed", "ds_exit", "mpi_abort", "slurm_node_fail")
+#: A rank waiting for a peer that never came (gloo's transport, the TCPStore): always a consequence.
+_TIMEOUT_ECHOES = ("gloo_timeout", "torch_store_timeout")
+#: A rank's own error lines that may be no more than the echo of another rank's failure.
+_OWN_ERRORS = ("python_exception", "cpp_terminate", "torch_wd_exception", "torch_nccl_error", "torch_nccl_err_kind",
+               *_TIMEOUT_ECHOES)
+#: Launcher/host reports about a process (not the process's own words).
+_REPORTS = ("elastic_cfe", "elastic_failed", "slurm_task_exit", "mp_spawn_failed", "ds_exit", "mpi_abort",
+            "slurm_node_fail")
+
+
+def _exit_is_consequence(code: int | None, sig: str | None, job_timed_out: bool) -> bool | None:
+    """None: not a failure at all (exit 0); True: killed because of someone else."""
+    if code == 0 and not sig:
+        return None
+    if code in (-15, 143, 15) or (sig and "TERM" in sig.upper()):
+        return True
+    if code in (-6, 134) or (sig and "ABRT" in sig.upper()):
+        return job_timed_out  # the watchdog's teardown after a timeout
+    return False
+
+
+def classify(ev: Event, job_timed_out: bool, rank_timed_out: bool) -> tuple[str, str] | None:
+    """(category, description) when ``ev`` is a cause, None when it is a consequence or no error."""
+    k, get = ev.kind, ev.get
+    text = ev.text
+    if k in _TIMEOUT_ECHOES:
+        return None
+    if k == "python_exception":
+        etype, msg = str(get("exc_type") or ""), str(get("msg") or "")
+        if etype.rsplit(".", 1)[-1] in _ECHO_TYPES or (etype == "Exception" and not msg.strip()):
+            return None
+        if _CONSEQUENCE.search(msg) and not _CUDA_TEXT.search(msg):
+            return None
+        cat = "oom" if "OutOfMemory" in etype or "out of memory" in msg else \
+            "cuda" if _CUDA_TEXT.search(msg) else "exception"
+        return cat, f"{etype}: {msg}".strip(": ")[:200]
+    if k == "cpp_terminate":
+        etype = str(get("exc_type") or "an exception")
+        # DistBackendError is the watchdog re-throwing a timeout or NCCL error (quoted elsewhere)
+        if "DistBackendError" in etype or ((rank_timed_out or job_timed_out) and "CUDA" not in etype):
+            return None
+        return "exception", f"terminate called after throwing {etype}"  # its what() line says more
+    if k == "cuda_error":
+        return "cuda", f"CUDA error: {get('err') or text}"[:200]
+    if k == "cuda_oom":
+        detail = str(get("detail") or "").strip()
+        return "oom", (detail if detail.startswith("CUDA out of memory") else
+                       f"CUDA out of memory{': ' + detail if detail else ''}")[:200]
+    if k == "signal":
+        sig = str(get("signal") or text)
+        if _exit_is_consequence(None, sig, job_timed_out or rank_timed_out):
+            return None
+        return "signal", sig[:200]
+    if k == "xid":
+        return "host", f"GPU Xid {get('code')}: {get('msg') or text}"[:200]
+    if k == "slurm_node_fail":
+        return "host", f"Slurm node failure on {get('host') or get('on_host') or 'a node'}"
+    if k == "oom_killer":
+        return "host", f"kernel OOM killer killed {get('process') or 'a process'} (pid {get('pid')})"
+    if k in ("nccl_cuda_fail", "nccl_alloc_fail", "nccl_shm", "nccl_dup_gpu"):
+        return "nccl", f"NCCL: {text.split('NCCL WARN', 1)[-1].strip()}"[:200]
+    if k == "torch_nccl_error":
+        err = str(get("err") or "")
+        if _CONSEQUENCE.search(err):
+            return None
+        etype = str(get("exc_type") or "").rsplit(".", 1)[-1]
+        return "nccl", f"{etype + ': ' if etype else ''}NCCL error: {err}"[:200]
+    if k == "torch_nccl_err_kind":
+        return None if get("err_kind") == "ncclRemoteError" else ("nccl", f"{get('err_kind')}: {get('detail')}")
+    if k == "torch_wd_exception":
+        exc = str(get("exc") or text)
+        if _CONSEQUENCE.search(exc) and not _CUDA_TEXT.search(exc):
+            return None
+        return ("cuda" if _CUDA_TEXT.search(exc) else "exception"), f"watchdog thread terminated with: {exc}"[:200]
+    if k in NETWORK_KINDS:
+        status = int_in(get("status"))
+        if k == "nccl_ib_cqe" and (status == 5 or "FLUSH" in str(get("status_name") or "")):
+            return None
+        return "network", text.split("NCCL WARN", 1)[-1].strip()[:200]
+    return _classify_exit(ev, job_timed_out)
+
+
+def _classify_exit(ev: Event, job_timed_out: bool) -> tuple[str, str] | None:
+    k, get = ev.kind, ev.get
+    if k == "elastic_cfe":
+        code, sig = int_in(get("exitcode")), get("sig")
+        if _exit_is_consequence(code, sig, job_timed_out) is not False:
+            return None
+        return "exit", f"exit code {code}" + (f" ({sig})" if sig else "") + " in torchrun's failure table"
+    if k == "elastic_failed":
+        code = int_in(get("code"))
+        if _exit_is_consequence(code, None, job_timed_out) is not False:
+            return None
+        sig = f"{_signal_name(-code)}; " if code is not None and code < 0 and _signal_name(-code) else ""
+        return "exit", f"exit code {code} ({sig}local rank {get('local_rank')}, pid {get('pid')})"
+    if k == "slurm_task_exit":
+        code, how = int_in(get("code")), str(get("how") or "").strip()
+        if how in ("Killed", "Terminated") or (how == "Aborted" and job_timed_out):
+            return None  # srun stopping the other tasks after a failure, or the watchdog's teardown
+        if "Exited" in how and _exit_is_consequence(code, None, job_timed_out) is not False:
+            return None
+        what = f"exited with code {code}" if "Exited" in how else f"ended with: {how}"
+        tasks = str(get("tasks") or "?")
+        word = "task" if tasks.isdigit() else "tasks"
+        return "exit", f"srun: {word} {tasks} on {get('host') or '?'} {what}"
+    if k == "mp_spawn_failed":
+        code, sig = int_in(get("exitcode")), get("sig")
+        if (code is not None or sig) and _exit_is_consequence(code, sig, job_timed_out) is not False:
+            return None
+        return "exit", f"process {get('proc')} terminated" + (f" with exit code {code}" if code is not None else "")
+    # Horovod worker exits are MN6's story (elastic Horovod drops and re-adds workers by design).
+    if k in ("ds_exit", "mpi_abort"):
+        code = int_in(get("code"))
+        if k != "mpi_abort" and _exit_is_consequence(code, None, job_timed_out) is not False:
+            return None
+        return "exit", ev.text.strip()[:200]
+    return None
+
+
+def _signal_name(num: int) -> str | None:
+    """9 -> 'SIGKILL' (torchrun reports a worker killed by a signal as exit code -N)."""
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return None

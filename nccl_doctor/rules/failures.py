@@ -1,0 +1,271 @@
+"""Failures: every rank's first cause, de-duplicated, in causal order.
+
+* ``failures(job)`` / ``first_failure(job)``: the non-consequential errors, one per rank, in causal
+  order. Consequences (peer closed the socket, flushed IB work, a watchdog or gloo timeout, SIGTERM
+  from the launcher, ``ncclRemoteError``, ``-> N`` chains) are never causes (``causes.classify``),
+  nor is the exit code 1 of a rank whose own error was such an echo.
+* ``killed_ranks(job)``: the ranks the launcher stopped because a peer failed (collateral);
+  ``job_failed(job)``: did anything go wrong at all.
+* ``state_for_pid`` / ``expand_tasks``: which rank a launcher's report (pid, Slurm task list) names.
+
+Built on the helpers of ``facts`` and the timeouts (every name here is importable from ``facts`` too);
+results are cached per job like the facts.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..events import Event
+from ..flightrec.analysis import dump_facts
+from ..model import JobModel, RankState
+from .causes import _OWN_ERRORS, _REPORTS, CAUSE_KINDS, NETWORK_KINDS, classify
+from .facts import _per_job, first_ts, global_rank, host_of, int_in, line_key, owner, writer
+from .timeouts import timed_out_states, timeouts_by_pg, watchdog_kills
+
+#: Which of a rank's error lines describes its failure best (lower is more specific).
+_SPECIFIC = {"cuda_oom": 0, "cuda_error": 0, "nccl_cuda_fail": 0, "nccl_alloc_fail": 0, "nccl_shm": 0,
+             "nccl_dup_gpu": 0, "xid": 0, "oom_killer": 0, "python_exception": 1, "torch_wd_exception": 1,
+             "torch_nccl_err_kind": 2, "torch_nccl_error": 2, "cpp_terminate": 3, "signal": 3}
+
+
+@dataclass(slots=True, eq=False)
+class Failure:
+    """One rank's first non-consequential error, with its echoes as extra evidence."""
+
+    rank: int | None
+    state: RankState | None
+    host: str | None
+    category: str  # cuda | oom | nccl | exception | host | signal | network | exit
+    what: str
+    events: list[Event] = field(default_factory=list)
+    recovered: bool = False  # the rank (or job) went on training afterwards
+
+    @property
+    def crash(self) -> bool:
+        """A process-level failure (not a transport error between two hosts)."""
+        return self.category != "network"
+
+    @property
+    def ts(self) -> float | None:
+        return first_ts(self.events)
+
+    @property
+    def exit_only(self) -> bool:
+        return self.category == "exit"
+
+    @property
+    def who(self) -> str:
+        if self.rank is not None:
+            return f"rank {self.rank}" + (f" on {self.host}" if self.host else "")
+        st = self.state
+        if st is not None and st.local_rank is not None:
+            return f"local rank {st.local_rank} (global rank unknown)" + (f" on {self.host}" if self.host else "")
+        if self.host:
+            pid = f", pid {st.pid}" if st is not None and st.pid is not None else ""
+            return f"a process on {self.host}{pid} (rank unknown)"
+        return "a process (rank not in the log)"
+
+
+def expand_tasks(spec: str | None) -> list[int]:
+    """``8-13,15`` -> [8, 9, 10, 11, 12, 13, 15] (Slurm task lists)."""
+    out: list[int] = []
+    for part in str(spec or "").replace(" ", "").split(","):
+        lo, _, hi = part.partition("-")
+        if lo.isdigit() and (not hi or hi.isdigit()):
+            a, b = int(lo), int(hi) if hi else int(lo)
+            if 0 <= b - a <= 100_000:
+                out.extend(range(a, b + 1))
+    return out
+
+
+def _short_host(host: str | None) -> str | None:
+    return host.split(".", 1)[0] if host else None  # NCCL cuts at the first dot, torchrun's fqdn does not
+
+
+@_per_job
+def _states_by_pid(job: JobModel) -> dict[int, list[RankState]]:
+    out: dict[int, list[RankState]] = defaultdict(list)
+    for r in job.ranks:
+        if r.pid is not None and r.rank is not None:
+            out[r.pid].append(r)
+    return out
+
+
+def state_for_pid(job: JobModel, pid: Any, host: str | None = None, file: str | None = None) -> RankState | None:
+    """The rank process with this pid (on this host, or writing to this file, when the pid alone is
+    ambiguous: pids repeat across containers); None when unknown or still ambiguous."""
+    cands = _states_by_pid(job).get(int_in(pid) or -1, [])
+    if host:
+        cands = [r for r in cands if _short_host(r.host) in (None, _short_host(host))]
+    if len(cands) > 1 and file:
+        cands = [r for r in cands if file in r.files]
+    return cands[0] if len(cands) == 1 else None
+
+
+def _fail_ranks(job: JobModel, ev: Event) -> list[int | None]:
+    """Global ranks a failure event speaks for (exit reports name theirs in the fields or by pid)."""
+    if ev.kind == "slurm_task_exit":
+        return list(expand_tasks(ev.get("tasks"))) or [None]
+    if ev.kind in ("elastic_cfe", "mpi_abort") and int_in(ev.get("rank")) is not None:
+        return [int_in(ev.get("rank"))]
+    if ev.kind in ("elastic_failed", "elastic_cfe", "ds_exit", "oom_killer") and ev.get("pid") is not None:
+        st = state_for_pid(job, ev.get("pid"), ev.get("host") or host_of(job, ev), ev.file)
+        if st is not None:
+            return [st.rank]
+        if ev.kind == "elastic_failed" and (ev.file, int_in(ev.get("pid"))) in _table_ranks(job):
+            return [_table_ranks(job)[(ev.file, int_in(ev.get("pid")))]]
+    return [global_rank(job, ev)]
+
+
+@_per_job
+def _table_ranks(job: JobModel) -> dict[tuple[str, int | None], int]:
+    """(file, pid) -> global rank from torchrun's failure table (each row names rank and pid); pids
+    that the table gives to two ranks are left out."""
+    seen: dict[tuple[str, int | None], set[int]] = defaultdict(set)
+    for ev in job.by_kind("elastic_cfe"):
+        if int_in(ev.get("pid")) is not None and int_in(ev.get("rank")) is not None:
+            seen[(ev.file, int_in(ev.get("pid")))].add(int_in(ev.get("rank")))  # type: ignore[arg-type]
+    return {k: next(iter(v)) for k, v in seen.items() if len(v) == 1}
+
+
+def _echo_only(job: JobModel, job_timed_out: bool, timed: set[int]) -> tuple[set[int], set[int]]:
+    """(id() of states, ranks) whose own errors are all echoes of another rank's failure (a timeout,
+    a peer that closed the socket, gloo's "Timed out waiting"), with no cause of their own."""
+    states: set[int] = set()
+    ranks: set[int] = set()
+    caused: set[int] = set()
+    for st in job.ranks:
+        rank_timed = id(st) in timed
+        own = [e for e in st.events if (e.kind in _OWN_ERRORS or e.kind in CAUSE_KINDS) and e.kind not in _REPORTS]
+        if any(classify(e, job_timed_out, rank_timed) is not None for e in own):
+            if st.rank is not None:
+                caused.add(st.rank)
+        elif rank_timed or any(e.kind in _OWN_ERRORS for e in own):
+            states.add(id(st))
+            if st.rank is not None:
+                ranks.add(st.rank)
+    return states, ranks - caused
+
+
+def _echoed_exit(job: JobModel, ev: Event, echo: tuple[set[int], set[int]]) -> bool:
+    """Exit code 1 in torchrun's reports (Python's status after an uncaught exception) of a rank
+    whose exception was an echo: a consequence too. Other codes (-9, 139, ...) keep their word."""
+    if ev.kind not in ("elastic_cfe", "elastic_failed"):
+        return False
+    if int_in(ev.get("exitcode") if ev.kind == "elastic_cfe" else ev.get("code")) != 1:
+        return False
+    states, ranks = echo
+    named = _fail_ranks(job, ev)
+    if all(r is not None for r in named):
+        return all(r in ranks for r in named)
+    lr = int_in(ev.get("local_rank"))
+    procs = [st for st in job.ranks if lr is not None and st.local_rank == lr and ev.file in st.files]
+    return bool(procs) and all(id(st) in states for st in procs)
+
+
+@_per_job
+def killed_ranks(job: JobModel) -> tuple[set[int], set[int]]:
+    """(id() of states, ranks) the launcher stopped because a peer failed: SIGTERM to their pid,
+    -15 in torchrun's table, srun 'Terminated'. They are collateral, not silent. Kills with no crash
+    in the job, or after the others' timeouts, are the launcher cleaning up hung ranks: not counted."""
+    states: set[int] = set()
+    ranks: set[int] = set()
+    if first_failure(job) is None and not watchdog_kills(job):  # any cause, a transport error too
+        return states, ranks
+    first_timeout = min((pt.ts for pt in timeouts_by_pg(job).values() if pt.ts is not None), default=None)
+    for ev in job.by_kind("elastic_sigterm", "elastic_cfe", "slurm_task_exit"):
+        if ev.ts is not None and first_timeout is not None and ev.ts > first_timeout + 60:
+            continue
+        if ev.kind == "elastic_sigterm":
+            st = state_for_pid(job, ev.get("pid"), host_of(job, ev), ev.file)
+            if st is not None:
+                states.add(id(st))
+        elif ev.kind == "elastic_cfe" and (int_in(ev.get("exitcode")) in (-15, 143) or "TERM" in str(ev.get("sig"))):
+            if int_in(ev.get("rank")) is not None:
+                ranks.add(int_in(ev.get("rank")))
+        elif ev.kind == "slurm_task_exit" and str(ev.get("how") or "").strip() in ("Terminated", "Killed"):
+            ranks.update(expand_tasks(ev.get("tasks")))
+    return states, ranks
+
+
+@_per_job
+def failures(job: JobModel) -> list[Failure]:
+    """Every rank's first cause, de-duplicated, earliest first (time when known, else line order)."""
+    job_timed_out = bool(timeouts_by_pg(job)) or bool(watchdog_kills(job))
+    timed = timed_out_states(job)
+    by_rank = job.known_ranks()
+    echo = _echo_only(job, job_timed_out, timed)
+    merged: dict[tuple, Failure] = {}
+    for ev in job.by_kind(*CAUSE_KINDS):
+        st = owner(job, ev)
+        cls = classify(ev, job_timed_out, st is not None and id(st) in timed)
+        if cls is None or _echoed_exit(job, ev, echo):
+            continue
+        cat, what = cls
+        own = global_rank(job, ev)
+        for rank in _fail_ranks(job, ev):
+            # a rank named only by a launcher report (no log of its own) has no process state
+            rst = by_rank.get(rank) if rank is not None and rank in by_rank else st if rank == own else None
+            host = ev.get("host") or ev.get("on_host") if ev.kind in ("slurm_task_exit", "elastic_cfe",
+                                                                    "slurm_node_fail") else None
+            host = host or (rst.host if rst is not None else None) or ev.host
+            key = ("rank", rank) if rank is not None else ("proc", id(st), ev.host, ev.pid)
+            f = merged.get(key)
+            if f is None:
+                merged[key] = Failure(rank=rank, state=rst, host=host, category=cat, what=what, events=[ev])
+                continue
+            f.host = f.host or host
+            if _SPECIFIC.get(ev.kind, 4) < min(_SPECIFIC.get(e.kind, 4) for e in f.events):
+                f.category, f.what = cat, what  # a more specific line of the same failure
+            f.events.append(ev)
+    out = list(merged.values())
+    net_kinds = (*NETWORK_KINDS, "nccl_sock_closed", "nccl_socket_err")
+    net_writers = {writer(job, e, line_key) for e in job.by_kind(*net_kinds)}
+    for f in out:
+        f.recovered = _recovered(job, f)
+        # "unhandled system error" raised right after this process's own socket/IB errors is the
+        # transport failing (NET1/MN2 say between which hosts), not a crash of this rank.
+        if f.category == "nccl" and all(e.kind in ("torch_nccl_error", "torch_nccl_err_kind") for e in f.events) \
+                and any(writer(job, e, line_key) in net_writers for e in f.events):
+            f.category = "network"
+    files = {p: i for i, p in enumerate(job.files)}
+    # A rank's own error comes before any launcher's report of an exit; then time, then position.
+    return sorted(out, key=lambda f: (f.exit_only, f.ts is None, f.ts or 0.0,
+                                      files.get(f.events[0].file, 0), f.events[0].line))
+
+
+@_per_job
+def _progress_by_file(job: JobModel) -> dict[str, list[Event]]:
+    """Training steps and restarts per file, in line order (job.events is sorted by file, line)."""
+    out: dict[str, list[Event]] = defaultdict(list)
+    for e in job.by_kind("train_step", "elastic_restart", "elastic_rdzv"):
+        out[e.file].append(e)
+    return out
+
+
+def _recovered(job: JobModel, f: Failure) -> bool:
+    """The failing process trained on afterwards (the error did not stop it)."""
+    ev = f.events[0]
+    later = [e for e in _progress_by_file(job).get(ev.file, ()) if e.line > ev.line]
+    if any(e.kind != "train_step" for e in later):
+        return False  # progress after a restart is a new attempt, not a recovery
+    return any(owner(job, e) is f.state or (e.rank is not None and e.rank == f.rank) for e in later)
+
+
+def first_failure(job: JobModel, crash_only: bool = False) -> Failure | None:
+    """The earliest non-consequential failure (``crash_only``: process crashes, not transport errors)."""
+    for f in failures(job):
+        if not f.recovered and (f.crash or not crash_only):
+            return f
+    return None
+
+
+def job_failed(job: JobModel) -> bool:
+    """Did anything go wrong (a timeout, a watchdog kill, a crash that did not recover, or
+    flight-recorder dumps that name a culprit)?"""
+    return bool(timeouts_by_pg(job) or watchdog_kills(job) or first_failure(job, crash_only=True)
+                or dump_facts(job).culprits)
+
