@@ -14,7 +14,7 @@ from .discover import InputError, InputFile, discover
 from .events import Event, Skipped
 from .findings import Finding, Severity
 from .model import JobModel, build_job
-from .scanner import FileScan, Scanner
+from .scanner import FileScan, Scanner, fix_years
 
 SCHEMA_VERSION = 1
 #: Below this many bytes a process pool costs more than it saves.
@@ -136,6 +136,7 @@ def analyze_scans(scans: list[FileScan], skipped: list[Skipped], *, select=None,
         reasons = "; ".join(f"{s.path}: {s.reason}" for s in skipped[:3]) or "no files found"
         raise InputError(f"nothing to analyse ({reasons})")
     events = [e for s in read for e in s.events] + list(extra_events or [])
+    fix_years(events)
     job = build_job(events, read)
     findings, notes = rules.run(job, select=select, ignore=ignore, min_severity=min_severity)
     verdict, last = decide(job, findings)

@@ -120,7 +120,6 @@ class Scanner:
                 tail = (tail + chunk)[-TAIL_BYTES:] if len(chunk) < TAIL_BYTES else chunk[-TAIL_BYTES:]
         finally:  # a truncated stream still reports what was read before it broke
             out.lines = base_line
-            _fix_year(out.events, year)
             if stripper is not None:
                 self._last_repeats(stripper, year, out)
                 self._last_lines(tail, base_line, stripper, year, out)
@@ -339,17 +338,16 @@ class Scanner:
             out.quiet = (min(quiet_ts), max(quiet_ts), job_line)
 
 
-def _fix_year(events: list[Event], assumed: int) -> None:
-    """c10's ``MMDD hh:mm:ss`` has no year; the file's mtime gave one. When the same file carries
-    full dates (kubectl, DeepSpeed, NCCL 2.26 WARN), their year is the better guess."""
+def fix_years(events: list[Event]) -> None:
+    """c10's ``MMDD hh:mm:ss`` has no year; each file's mtime gave one. When the job's logs carry
+    full dates (kubectl, DeepSpeed, NCCL 2.26 WARN), their most common year is the better guess,
+    applied to the whole job so that files never disagree on the year among themselves."""
     years = Counter(time.gmtime(e.ts).tm_year for e in events if e.ts is not None and "mmdd" not in e.fields)
     if not years:
         return
     year = years.most_common(1)[0][0]
-    if year == assumed:
-        return
     for e in events:
-        if e.ts is not None and "mmdd" in e.fields and "hms" in e.fields:
+        if e.ts is not None and "mmdd" in e.fields and "hms" in e.fields and time.gmtime(e.ts).tm_year != year:
             e.ts = parse_mmdd(str(e.fields["mmdd"]), str(e.fields["hms"]), year)
 
 
