@@ -91,6 +91,8 @@ class Scanner:
             out.issue = str(exc)
         except OSError as exc:
             out.issue = f"read failed: {exc.strerror or exc}"
+        except Exception as exc:  # a bug must cost one file's tail, not the whole analysis
+            out.issue = f"scan stopped early: {type(exc).__name__}: {exc}"[:200]
         finally:
             if f.real != "-":
                 fp.close()
