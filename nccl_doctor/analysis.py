@@ -9,7 +9,6 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import __version__
 from .discover import InputError, InputFile, discover
 from .events import Event, Skipped
 from .findings import Finding, Severity
@@ -148,10 +147,6 @@ def analyze_scans(scans: list[FileScan], skipped: list[Skipped], *, select=None,
         "skipped": [k.to_dict() for k in skipped],
     }
     return Report(job=job, findings=findings, verdict=verdict, last_rank_to_report=last, inputs=inputs, notes=notes)
-
-
-def version() -> str:
-    return __version__
 
 
 def _stderr_progress() -> Progress | None:

@@ -109,12 +109,6 @@ def _join_cfe(header: str, next_line: NextLine, peek_line: NextLine) -> list[str
     return [prefix + rec for rec in out] or [header]
 
 
-def is_block_header(record: str) -> bool:
-    s = record.strip()
-    return (s.endswith("Result:") and "Rendezvous complete" in s) or s in (_CFE_ROOT, _CFE_FAIL) or \
-        s.endswith(("Stalled ranks:", "Missing ranks:"))
-
-
 BLOCK_LITERALS = ("Rendezvous complete", _CFE_ROOT, _CFE_FAIL, "Stalled ranks:", "Missing ranks:")
 
 #: A wrapped continuation: not blank, and not the start of a new prefixed record.

@@ -18,7 +18,7 @@ from .events import MAX_TEXT, Event, LastLine
 from .launchers import LauncherStripper, detect_modes
 from .prefilter import Prefilter
 from .reading import ReadIssue, clean_line, iter_chunks, looks_binary, open_binary
-from .records import BLOCK_LITERALS, is_block_header, is_continuation, join_block, split_glued
+from .records import BLOCK_LITERALS, is_continuation, join_block, split_glued
 from .timeparse import event_time, parse_iso, parse_mmdd
 
 TAIL_BYTES = 256 << 10
@@ -178,7 +178,7 @@ class Scanner:
             text = clean_line(raw)
             for rec in split_glued(text):
                 lf, rest = stripper.strip(rec)
-                records = join_block(rest, take, peek) if is_block_header(rest) else None
+                records = join_block(rest, take, peek)  # None unless rest heads a known block
                 for r in records or (rest,):
                     m = match(r)
                     if m is None:

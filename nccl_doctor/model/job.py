@@ -6,7 +6,7 @@ per process group: SeqNums compare only within one PG.
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -335,14 +335,3 @@ def _single_writer(p: Proc, fpath: str, ll: dict) -> bool:
     """A file's overall last line belongs to this process only if no other writer is in the file."""
     writers = [k for k in ll if k is not None and k[0] in ("proc", "rank")]
     return len(writers) <= 1
-
-
-def count_by_status(ranks: list[RankState]) -> dict[str, int]:
-    return dict(Counter(r.status for r in ranks))
-
-
-def group_by_host(ranks: list[RankState]) -> dict[str, list[RankState]]:
-    out: dict[str, list[RankState]] = defaultdict(list)
-    for r in ranks:
-        out[r.host or "?"].append(r)
-    return out
