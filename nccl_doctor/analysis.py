@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,9 +55,27 @@ def _scanner(engine: str | None = None) -> Scanner:
     return _SCANNER
 
 
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector for one analysis, then restore it.
+
+    An analysis builds up to millions of small objects (events, their fields) and frees almost none
+    until it ends, so every collection would walk them all again for nothing: a fifth of the time
+    at 4k ranks and a growing share beyond. The objects hold no reference cycles that need it.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def _scan_batch(files: list[InputFile], engine: str | None = None) -> list[FileScan]:
     sc = _scanner(engine)
-    return [sc.scan(f) for f in files]
+    with gc_paused():
+        return [sc.scan(f) for f in files]
 
 
 def scan_files(files: list[InputFile], jobs: int | None = None, progress: Progress | None = None,
@@ -102,10 +122,11 @@ def analyze(paths: Iterable[str] | str, *, select: Iterable[str] | None = None, 
     if isinstance(paths, str):
         paths = [paths]
     files, skipped = discover(list(paths))
-    dump_events, files, dump_skipped = _flight_recorder(files)
-    scans = scan_files(files, jobs=jobs, progress=progress, engine=engine)
-    return analyze_scans(scans, skipped + dump_skipped, select=select, ignore=ignore, min_severity=min_severity,
-                         extra_events=dump_events)
+    with gc_paused():
+        dump_events, files, dump_skipped = _flight_recorder(files)
+        scans = scan_files(files, jobs=jobs, progress=progress, engine=engine)
+        return analyze_scans(scans, skipped + dump_skipped, select=select, ignore=ignore,
+                             min_severity=min_severity, extra_events=dump_events)
 
 
 def _flight_recorder(files: list[InputFile]) -> tuple[list[Event], list[InputFile], list[Skipped]]:

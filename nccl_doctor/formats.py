@@ -32,8 +32,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import regex
-
 from nccl_doctor.kinds import KINDS
 
 __all__ = ["FormatError", "FormatSet", "Pattern", "load_formats"]
@@ -128,6 +126,25 @@ def trie_regex(literals: Iterable[str]) -> str:
     return build(trie)
 
 
+def _partners(lits: list[str]) -> dict[str, tuple[str, ...]]:
+    """For each literal, the literals that can start inside it and run past its end: a proper suffix
+    of it is a prefix of theirs (and they are not inside it). Indexed by prefix so that a few
+    hundred literals take milliseconds, not a quadratic scan with ``startswith`` per offset."""
+    by_prefix: dict[str, list[str]] = {}
+    for other in lits:
+        for k in range(1, len(other) + 1):
+            by_prefix.setdefault(other[:k], []).append(other)
+    out: dict[str, tuple[str, ...]] = {}
+    for lit in lits:
+        found: dict[str, None] = {}
+        for k in range(1, len(lit)):
+            for other in by_prefix.get(lit[k:], ()):
+                if other not in lit:
+                    found[other] = None
+        out[lit] = tuple(o for o in lits if o in found)  # in the order of ``lits``, as before
+    return out
+
+
 class FormatSet:
     """The compiled formats: patterns in trial order plus a literal scanner."""
 
@@ -157,10 +174,7 @@ class FormatSet:
                 if other in lit:
                     idxs |= by_literal[other]
             self._closure[lit] = tuple(sorted(idxs))
-            self._partners[lit] = tuple(
-                other for other in lits
-                if other not in lit and any(other.startswith(lit[k:]) for k in range(1, len(lit)))
-            )
+        self._partners = _partners(lits)
         self._scanner = re.compile(trie_regex(lits)) if lits else None
         # Candidate patterns depend on which literals occur, and most records differ from many
         # others only in numbers (pids, ranks, pointers, sizes). The literal scan therefore runs on
@@ -171,9 +185,10 @@ class FormatSet:
         self._sig_to_idx: dict[str, set[int]] = {}
         for lit in lits:
             self._sig_to_idx.setdefault(_shape(lit), set()).update(self._closure[lit])
-        self._sig_partners = {sl: tuple(o for o in sig_lits if o not in sl and any(o.startswith(sl[k:]) for k in range(1, len(sl))))
-                              for sl in sig_lits}
+        self._sig_partners = _partners(sig_lits)
         self._shape_cache: dict[str, tuple[int, ...]] = {}
+        self._plans = tuple(_FieldPlan.of(p, e, formats[p.format]) for p, e in zip(self.patterns, self._extras, strict=True))
+        self._heads = {name: tuple((rx, _groups(rx)) for rx in fmt.prefixes) for name, fmt in formats.items()}
 
     @property
     def counter_samples(self) -> tuple[tuple[Pattern, str], ...]:
@@ -229,56 +244,87 @@ class FormatSet:
         cand = self._shape_candidates(record)
         if not cand:
             return None
-        headers: dict[str, tuple[int, dict] | None] = {}
+        headers: dict[str, tuple[int, tuple] | None] = {}
+        patterns = self.patterns
         for idx in cand:
-            pat = self.patterns[idx]
-            if not any(lit in record for lit in pat.contains):
+            pat = patterns[idx]
+            contains = pat.contains
+            if not (contains[0] in record if len(contains) == 1 else any(lit in record for lit in contains)):
                 continue  # the shape admitted it; the real text must hold one of its literals
-            fmt = self._formats[pat.format]
-            if pat.format in headers:
-                head = headers[pat.format]
+            plan = self._plans[idx]
+            name = pat.format
+            if name in headers:
+                head = headers[name]
             else:
-                head = headers[pat.format] = self._header(fmt, record)
+                head = headers[name] = self._header(name, record)
             if head is None:
-                if fmt.prefix_required:
+                if plan.prefix_required:
                     continue
-                start, hfields = 0, {}
+                start, hvalues = 0, ()
             else:
-                start, hfields = head
+                start, hvalues = head
             m = pat.regex.search(record[start:] if start else record)
             if m is None:
                 continue
-            return pat.kind, self._fields(pat, self._extras[idx], fmt, hfields, m)
+            return pat.kind, plan.fields(hvalues, m)
         return None
 
-    @staticmethod
-    def _header(fmt: _Format, record: str) -> tuple[int, dict] | None:
-        for prefix in fmt.prefixes:
+    def _header(self, name: str, record: str) -> tuple[int, tuple] | None:
+        for prefix, (gidx, names) in self._heads[name]:
             m = prefix.match(record)
             if m is not None:
-                return m.end(), m.groupdict()  # None values are dropped by _fields
+                return m.end(), tuple(zip(names, _group_values(m, gidx), strict=True))
         return None
 
-    @staticmethod
-    def _fields(pat: Pattern, extra: _Extra, fmt: _Format, hfields: dict, m: re.Match[str]) -> dict:
-        fields: dict[str, Any] = dict(extra.consts) if extra.consts else {}
-        ints_p, ints_f = pat.ints, fmt.ints
-        for source in (hfields, m.groupdict()):
-            for name, value in source.items():
-                if value is None:
-                    continue
-                if isinstance(value, str):
-                    # Short values repeat across a job's events (host names, levels, op names): one
-                    # shared copy each keeps a 16k-rank job's events small.
-                    value = _to_int(value) if (name in ints_p or name in ints_f) else _intern(value.strip())
-                fields[name] = value
-        for name in extra.bools:
+
+def _groups(rx: re.Pattern[str]) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """Group numbers and names of a regex's named groups, in group order."""
+    pairs = sorted((i, n) for n, i in rx.groupindex.items())
+    return tuple(i for i, _ in pairs), tuple(n for _, n in pairs)
+
+
+def _group_values(m: re.Match[str], gidx: tuple[int, ...]) -> tuple:
+    if len(gidx) > 1:
+        return m.group(*gidx)
+    return (m.group(gidx[0]),) if gidx else ()
+
+
+@dataclass(frozen=True, slots=True)
+class _FieldPlan:
+    """How one pattern turns its match (and its format's header match) into event fields,
+    precomputed so the hot path does no per-field lookups of names, int sets or dicts."""
+
+    consts: tuple[tuple[str, Any], ...]
+    gidx: tuple[int, ...]
+    names: tuple[str, ...]
+    ints: frozenset[str]
+    bools: frozenset[str]
+    prefix_required: bool
+
+    @classmethod
+    def of(cls, pat: Pattern, extra: _Extra, fmt: _Format) -> _FieldPlan:
+        gidx, names = _groups(pat.regex)
+        return cls(extra.consts, gidx, names, pat.ints | fmt.ints, extra.bools, fmt.prefix_required)
+
+    def fields(self, hvalues: tuple, m: re.Match[str]) -> dict:
+        fields: dict[str, Any] = dict(self.consts) if self.consts else {}
+        ints = self.ints
+        # Header fields first, then the pattern's groups (which win a name clash), as strings
+        # converted once: ints parsed, short values interned (host names, levels and op names
+        # repeat across a job's events: one shared copy each keeps a 16k-rank job's events small).
+        for name, value in hvalues:
+            if value is not None:
+                fields[name] = _to_int(value) if name in ints else _intern(value.strip())
+        for name, value in zip(self.names, _group_values(m, self.gidx), strict=True):
+            if value is not None:
+                fields[name] = _to_int(value) if name in ints else _intern(value.strip())
+        for name in self.bools:
             value = fields.get(name)
             fields[name] = bool(value.strip()) if isinstance(value, str) else bool(value)
         return fields
 
 
-def _compile(src: str, where: str, fragments: dict[str, str]) -> re.Pattern[str]:
+def _compile(src: str, where: str, fragments: dict[str, str], strict: bool = False) -> re.Pattern[str]:
     def expand(m: re.Match) -> str:
         if m.group(1) not in fragments:
             raise FormatError(f"{where}: unknown fragment {{{{{m.group(1)}}}}}")
@@ -287,11 +333,19 @@ def _compile(src: str, where: str, fragments: dict[str, str]) -> re.Pattern[str]
     text = _FRAGMENT_RE.sub(expand, src)
     try:
         # Both engines must accept every format regex (the README promises it, and users' format
-        # files may be reused with either). Matching runs on `re`: for these anchored, bounded
-        # patterns its match + groupdict is about 1.5x faster than `regex` on the hot path.
-        regex.compile(text)
+        # files may be reused with either): a user's folder is checked here, the packaged files by
+        # a test (checking them on every start cost a fifth of a second). Matching runs on `re`:
+        # for these anchored, bounded patterns its match + groupdict is about 1.5x faster than
+        # `regex` on the hot path.
+        if strict:
+            import regex
+
+            try:
+                regex.compile(text)
+            except regex.error as exc:
+                raise FormatError(f"{where}: bad regex: {exc}") from None
         return re.compile(text)
-    except (re.error, regex.error) as exc:
+    except re.error as exc:
         raise FormatError(f"{where}: bad regex: {exc}") from None
 
 
@@ -303,7 +357,7 @@ def _str_list(value: Any, where: str, key: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _load_file(name: str, text: str) -> tuple[_Format, list[Pattern], list[_Extra]] | None:
+def _load_file(name: str, text: str, strict: bool = False) -> tuple[_Format, list[Pattern], list[_Extra]] | None:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -324,7 +378,7 @@ def _load_file(name: str, text: str) -> tuple[_Format, list[Pattern], list[_Extr
     if not isinstance(fragments, dict) or not all(isinstance(v, str) for v in fragments.values()):
         raise FormatError(f"{name}: [format.fragments] must map names to regex strings")
     prefixes = tuple(
-        _compile(src, f"{name}: prefix #{i + 1}", fragments)
+        _compile(src, f"{name}: prefix #{i + 1}", fragments, strict)
         for i, src in enumerate(_str_list(head.get("prefixes", []), name, "prefixes"))
     )
     fmt = _Format(
@@ -352,7 +406,7 @@ def _load_file(name: str, text: str) -> tuple[_Format, list[Pattern], list[_Extr
         contains = _str_list(raw.get("contains", []), where, "contains")
         if not contains or not all(contains):
             raise FormatError(f"{where}: 'contains' needs at least one non-empty literal")
-        compiled = _compile(raw["regex"], where, fragments)
+        compiled = _compile(raw["regex"], where, fragments, strict)
         ints = frozenset(_str_list(raw.get("ints", []), where, "ints"))
         missing = ints - set(compiled.groupindex)
         if missing:
@@ -425,7 +479,7 @@ def _load(key: str | None) -> FormatSet:
     for name, text in files:
         if name == "launchers.toml":
             continue
-        loaded = _load_file(name, text)
+        loaded = _load_file(name, text, strict=key is not None)
         if loaded is None:
             continue
         fmt, pats, exts = loaded

@@ -117,10 +117,13 @@ def detect_modes(sample_lines: list[str], launchers: tuple[Launcher, ...] | None
         return frozenset()
     all_l = launchers or load_launchers()
     base = LauncherStripper(frozenset(), all_l)
-    stripped = [base.strip(ln)[1] for ln in lines]
+    stripped = []
+    for ln in lines:  # one bare NCCL line vetoes every ambiguous prefix: stop at the first
+        rest = base.strip(ln)[1]
+        if _BARE_NCCL.match(rest):
+            return frozenset()
+        stripped.append(rest)
     modes: set[str] = set()
-    if any(_BARE_NCCL.match(ln) for ln in stripped):
-        return frozenset()
     for lc in all_l:
         if not lc.ambiguous:
             continue

@@ -25,10 +25,11 @@ TAIL_BYTES = 256 << 10
 #: Repetitive line families, parsed only up to a cap per file (then counted, not parsed), plus
 #: the last one of the file: inter-node channel lines repeat per channel, peer and communicator
 #: (the first few tell the transport); NCCL_DEBUG_SUBSYS=COLL prints one line per collective
-#: (the first ones give the sizes that worked, the last one where the rank stopped).
+#: (the first ones give the sizes that worked, the last one where the rank stopped). No rule
+#: reads more than that, and at 16k ranks each further line kept costs ~16k events.
 REPEAT_CAPS: dict[bytes, tuple[int, str]] = {
-    b"via NET/": (8, "nccl_channel_net"),
-    b": opCount ": (16, "nccl_coll"),
+    b"via NET/": (4, "nccl_channel_net"),
+    b": opCount ": (4, "nccl_coll"),
 }
 _REPEAT_KIND = {kind: lit for lit, (_cap, kind) in REPEAT_CAPS.items()}
 _NCCL_WHO = re.compile(r"^(?:\[[\d: -]{19,30}\] )?([\w.-]{1,253}):(\d{1,10}):\d{1,10} ")
@@ -109,8 +110,7 @@ class Scanner:
                     if looks_binary(chunk[:8192]):
                         out.skipped = "binary data, not a text log"
                         return
-                    head = chunk[: 256 << 10].decode("utf-8", "replace").splitlines()
-                    modes = detect_modes(head)
+                    modes = detect_modes(_head_lines(chunk))
                     out.modes = tuple(sorted(modes))
                     stripper = LauncherStripper(modes)
                 out.bytes += len(chunk)
@@ -338,6 +338,18 @@ class Scanner:
         out.last_lines = seen
         if job_line is not None and len(quiet_ts) >= 2:
             out.quiet = (min(quiet_ts), max(quiet_ts), job_line)
+
+
+def _head_lines(chunk: bytes, want: int = 600, limit: int = 256 << 10) -> list[str]:
+    """The first ``want`` lines of a file (at most ``limit`` bytes), decoded: what launcher
+    detection looks at. Cut at the ``want``-th newline so a large chunk is not decoded whole."""
+    end, pos = min(len(chunk), limit), -1
+    for _ in range(want):
+        pos = chunk.find(b"\n", pos + 1, end)
+        if pos < 0:
+            pos = end
+            break
+    return chunk[:pos].decode("utf-8", "replace").splitlines()
 
 
 def fix_years(events: list[Event]) -> None:

@@ -82,6 +82,28 @@ def test_regexes_are_plain_re_compatible():
         re.compile(p.regex.pattern)
 
 
+def test_packaged_regexes_also_compile_with_regex():
+    """The README promises both engines accept every format regex; the packaged files are checked
+    here rather than on every start (a user's folder is checked when loaded)."""
+    import regex
+
+    for p in FORMATS.patterns:
+        regex.compile(p.regex.pattern)
+    for fmt in FORMATS._formats.values():
+        for prefix in fmt.prefixes:
+            regex.compile(prefix.pattern)
+
+
+def test_partners_equal_the_naive_definition():
+    from nccl_doctor.formats import _partners
+
+    lits = sorted(set(FORMATS.literals) | {"abcd", "cdef", "bc", "defg", "xyz"}, key=lambda s: (-len(s), s))
+    naive = {lit: tuple(o for o in lits if o not in lit and any(o.startswith(lit[k:]) for k in range(1, len(lit))))
+             for lit in lits}
+    assert _partners(lits) == naive
+    assert "cdef" in _partners(lits)["abcd"] and "bc" not in _partners(lits)["abcd"]
+
+
 def test_patterns_in_trial_order_and_fallback_last():
     prios = [p.priority for p in FORMATS.patterns]
     assert prios == sorted(prios)
