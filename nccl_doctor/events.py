@@ -38,6 +38,12 @@ class Event:
     def where(self) -> str:
         return f"{self.file}:{self.line}"
 
+    def __reduce__(self) -> tuple:
+        # Events cross process boundaries by the hundred thousand (scan workers -> the parent):
+        # a plain constructor call pickles about twice as fast as the slots state protocol.
+        return (Event, (self.kind, self.file, self.line, self.host, self.pid, self.cuda_dev, self.rank,
+                        self.local_rank, self.ts, self.fields, self.text))
+
     def get(self, name: str, default: Any = None) -> Any:
         return self.fields.get(name, default)
 

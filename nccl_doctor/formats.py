@@ -84,9 +84,11 @@ class _Extra:
 
 
 def _to_int(text: str) -> int | None:
+    if text.isdecimal() and len(text) <= _MAX_INT_DIGITS:  # the common case, without strip or sign
+        return int(text)
     text = text.strip()
     digits = text[1:] if text[:1] in "+-" else text
-    if not digits.isdigit() or len(digits) > _MAX_INT_DIGITS:
+    if not digits.isdecimal() or len(digits) > _MAX_INT_DIGITS:  # int() takes exactly these
         return None
     return int(text)
 
@@ -162,6 +164,8 @@ class FormatSet:
         for idx, p in enumerate(self.patterns):
             for lit in p.contains:
                 by_literal[lit].add(idx)
+        self._by_literal = {lit: tuple(sorted(idxs)) for lit, idxs in by_literal.items()}
+        self._hit_cache: dict[frozenset[str], tuple[int, ...]] = {}
         # The scanner reports, left to right and without overlap, the longest literal starting at
         # each position it tries. A literal found implies every literal inside it (closure); a
         # literal that starts inside a reported one and runs past its end (a "partner": a suffix of
@@ -239,9 +243,28 @@ class FormatSet:
         self._shape_cache[shape] = out
         return out
 
-    def match(self, record: str) -> tuple[str, dict] | None:
-        """Return ``(kind, fields)`` of the first pattern matching ``record``, or None."""
-        cand = self._shape_candidates(record)
+    def _hit_candidates(self, hits: frozenset[str]) -> tuple[int, ...]:
+        """Patterns with a literal among ``hits`` (literals the prefilter saw in the line)."""
+        cached = self._hit_cache.get(hits)
+        if cached is None:
+            cand: set[int] = set()
+            for lit in hits:
+                cand.update(self._by_literal.get(lit, ()))
+            cached = tuple(sorted(cand))
+            if len(self._hit_cache) > 4096:  # bounded: combinations of literals are few in practice
+                self._hit_cache.clear()
+            self._hit_cache[hits] = cached
+        return cached
+
+    def match(self, record: str, hits: frozenset[str] | None = None) -> tuple[str, dict] | None:
+        """Return ``(kind, fields)`` of the first pattern matching ``record``, or None.
+
+        ``hits``: every literal that occurs in the line ``record`` was cut from, when the caller
+        knows them (Hyperscan reports them all); the candidates then come from them directly
+        instead of from a scan of the record's shape. Either way each candidate's literal is
+        checked in ``record`` itself, so both give the same answer.
+        """
+        cand = self._shape_candidates(record) if hits is None else self._hit_candidates(hits)
         if not cand:
             return None
         headers: dict[str, tuple[int, tuple] | None] = {}

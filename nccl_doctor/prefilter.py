@@ -15,12 +15,18 @@ from .formats import trie_regex
 
 
 class Prefilter:
-    """``spans(chunk)`` returns (start, end) of each line holding a literal, ``end`` excluding the newline."""
+    """``spans(chunk)`` returns (start, end) of each line holding a literal, ``end`` excluding the newline.
+
+    ``lines(chunk)`` adds, per line, the set of literals it holds when the engine reports them all
+    (Hyperscan reports every occurrence of every literal) and None otherwise (the ``re`` trie finds
+    one per line): the formats use it to pick candidate patterns without re-scanning the line.
+    """
 
     def __init__(self, literals: Iterable[str], engine: str | None = None):
         self.literals = tuple(sorted({lit.encode() for lit in literals if lit}))
         if not self.literals:
             raise ValueError("no prefilter literals")
+        self._names = tuple(lit.decode() for lit in self.literals)
         choice = (engine or os.environ.get("NCCL_DOCTOR_ENGINE") or "auto").lower()
         self._hs = None
         if choice in ("auto", "hyperscan"):
@@ -29,14 +35,17 @@ class Prefilter:
                 raise RuntimeError("hyperscan engine requested but the hyperscan package is not usable")
         self.engine = "hyperscan" if self._hs is not None else "re"
         # The same trie as the formats' literal scanner, over bytes (UTF-8 literals stay exact).
-        self._rx = re.compile(trie_regex([lit.decode() for lit in self.literals]).encode())
+        self._rx = re.compile(trie_regex(list(self._names)).encode())
 
     def spans(self, chunk: bytes) -> list[tuple[int, int]]:
-        if self._hs is not None:
-            return self._spans_hs(chunk)
-        return self._spans_re(chunk)
+        return [(s, e) for s, e, _hits in self.lines(chunk)]
 
-    def _spans_re(self, chunk: bytes) -> list[tuple[int, int]]:
+    def lines(self, chunk: bytes) -> list[tuple[int, int, frozenset[str] | None]]:
+        if self._hs is not None:
+            return self._lines_hs(chunk)
+        return self._lines_re(chunk)
+
+    def _lines_re(self, chunk: bytes) -> list[tuple[int, int, None]]:
         out = []
         search = self._rx.search
         find, rfind = chunk.find, chunk.rfind
@@ -50,37 +59,42 @@ class Prefilter:
             e = find(b"\n", m.end())
             if e < 0:
                 e = n
-            out.append((s, e))
+            out.append((s, e, None))
             pos = e + 1
             if pos >= n:
                 return out
 
-    def _spans_hs(self, chunk: bytes) -> list[tuple[int, int]]:
-        hits: list[int] = []
+    def _lines_hs(self, chunk: bytes) -> list[tuple[int, int, frozenset[str]]]:
+        hits: list[tuple[int, int]] = []
         append = hits.append
 
-        def on_match(_id: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
-            append(to)
+        def on_match(lit_id: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+            append((to, lit_id))
 
         self._hs.scan(chunk, match_event_handler=on_match)
         if not hits:
             return []
         hits.sort()
         out = []
+        names = self._names
         find, rfind = chunk.find, chunk.rfind
         n = len(chunk)
         line_end = -1
-        for to in hits:
-            if to <= line_end:
+        ids: set[int] = set()
+        s = e = 0
+        for to, lit_id in hits:
+            if to <= line_end:  # literals hold no newline: a hit ending by line_end lies in that line
+                ids.add(lit_id)
                 continue
+            if ids:
+                out.append((s, e, frozenset(names[i] for i in ids)))
             s = rfind(b"\n", 0, to - 1) + 1
             e = find(b"\n", to - 1)
             if e < 0:
                 e = n
-            if s <= line_end:  # a literal spanning a newline cannot happen: literals hold no newline
-                continue
-            out.append((s, e))
             line_end = e
+            ids = {lit_id}
+        out.append((s, e, frozenset(names[i] for i in ids)))
         return out
 
 

@@ -34,6 +34,8 @@ REPEAT_CAPS: dict[bytes, tuple[int, str]] = {
 _REPEAT_KIND = {kind: lit for lit, (_cap, kind) in REPEAT_CAPS.items()}
 _NCCL_WHO = re.compile(r"^(?:\[[\d: -]{19,30}\] )?([\w.-]{1,253}):(\d{1,10}):\d{1,10} ")
 _HEADER = ("host", "pid", "cuda_dev")
+#: Bytes that line cleaning may remove (control characters but tab, newline, carriage return).
+_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 @dataclass(slots=True)
@@ -130,10 +132,13 @@ class Scanner:
 
     def _scan_chunk(self, chunk: bytes, base_line: int, stripper: LauncherStripper, year: int,
                     out: FileScan) -> None:
-        spans = self.prefilter.spans(chunk)
+        spans = self.prefilter.lines(chunk)
         extra = self._repeat_spans(chunk, base_line, out)
         if extra:
-            spans = sorted(set(spans).union(extra))
+            # A repeat line's literals are not in the prefilter: its candidates come from its shape.
+            merged = {(s, e): hits for s, e, hits in spans}
+            merged.update((span, None) for span in extra)
+            spans = sorted((s, e, hits) for (s, e), hits in merged.items())
         if not spans:
             return
         match = self.formats.match
@@ -161,7 +166,7 @@ class Scanner:
             return ""
 
         capped = [lit for lit, (cap, _k) in REPEAT_CAPS.items() if repeats.get(lit, 0) >= cap]
-        for s, e in spans:
+        for s, e, hits in spans:
             if s <= consumed_to:
                 continue
             line_no += chunk.count(b"\n", counted_to, s)
@@ -176,11 +181,15 @@ class Scanner:
                         out.last_repeat[hit] = (line_no, raw)
                     continue
             text = clean_line(raw)
+            if hits is not None and _CONTROL.search(raw) is not None:
+                hits = None  # cleaning removed bytes, which can join text into a new literal
             for rec in split_glued(text):
                 lf, rest = stripper.strip(rec)
                 records = join_block(rest, take, peek)  # None unless rest heads a known block
                 for r in records or (rest,):
-                    m = match(r)
+                    # Records cut from this line hold only literals the line holds; a joined block
+                    # reaches into the next lines, so its candidates come from its shape.
+                    m = match(r, None if records else hits)
                     if m is None:
                         m, r = self._rewrap(chunk, s, cursor, r, stripper, match, labelled=bool(lf))
                     if m is None:
@@ -342,14 +351,18 @@ class Scanner:
 
 def _head_lines(chunk: bytes, want: int = 600, limit: int = 256 << 10) -> list[str]:
     """The first ``want`` lines of a file (at most ``limit`` bytes), decoded: what launcher
-    detection looks at. Cut at the ``want``-th newline so a large chunk is not decoded whole."""
-    end, pos = min(len(chunk), limit), -1
-    for _ in range(want):
-        pos = chunk.find(b"\n", pos + 1, end)
-        if pos < 0:
-            pos = end
-            break
-    return chunk[:pos].decode("utf-8", "replace").splitlines()
+    detection looks at (it keeps the first 200 non-blank ones). A small window is decoded first
+    and is enough when it holds those 200 lines; a large chunk is never decoded whole."""
+    for size in (32 << 10, limit):
+        window = chunk[:size]
+        lines = window.decode("utf-8", "replace").splitlines()
+        if len(window) < len(chunk) and not window.endswith(b"\n"):
+            lines = lines[:-1]  # cut mid-line: the next window has it whole
+        lines = lines[:want]
+        if len(window) == len(chunk) or size == limit or len(lines) == want \
+                or sum(1 for ln in lines if ln.strip()) >= 200:
+            return lines
+    return lines
 
 
 def fix_years(events: list[Event]) -> None:

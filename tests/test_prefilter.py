@@ -41,6 +41,19 @@ def test_engines_equal_naive(parts):
         assert pf.spans(buf) == expect, pf.engine
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["x", "NCCL ", "WARN", "Init", " COMPLETE", "ab", "c", "d", "-> ", "\n", "é"]),
+                max_size=60))
+def test_reported_literals_are_exactly_those_in_the_line(parts):
+    """Where the engine reports literals per line, they are every literal the line holds, overlaps
+    and literals inside others included: the formats pick candidate patterns from them."""
+    buf = "".join(parts).encode()
+    for pf in engines(LITS):
+        for s, e, hits in pf.lines(buf):
+            if hits is not None:
+                assert hits == {lit for lit in LITS if lit.encode() in buf[s:e]}, pf.engine
+
+
 def test_trie_regex_matches_exactly_the_literals():
     import re
 
