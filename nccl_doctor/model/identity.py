@@ -93,38 +93,52 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
     """Group events into processes and assign global ranks (see module docstring)."""
     file_procs: dict[str, set] = defaultdict(set)
     file_labels: set[str] = set()
+    file_devs: dict[str, set] = defaultdict(set)
     for ev in events:
         if ev.host is not None and ev.pid is not None:
             file_procs[ev.file].add((ev.host, ev.pid))
         if ev.rank is not None or ev.local_rank is not None:
             file_labels.add(ev.file)
+        if ev.cuda_dev is not None and ev.kind.startswith("nccl_"):
+            file_devs[ev.file].add(ev.cuda_dev)
 
     uf = _Union()
     ev_key: list[tuple] = []
+    # Events of one writer in one file share their keys: they are worked out once per distinct
+    # (file, host, pid, rank, local rank). Only events naming none of these look at their fields.
+    by_writer: dict[tuple, tuple] = {}
     for ev in events:
-        keys = _keys(ev, ev.file in file_labels)
-        fp = file_procs.get(ev.file, ())
-        if len(fp) == 1:  # a file written by one process: everything in it is that process
-            keys.append(("proc", *next(iter(fp))))
-        if not keys:
-            keys = [("file", ev.file)]
-        for k in keys[1:]:
-            uf.union(keys[0], k)
-        ev_key.append(keys[0])
+        sig = (ev.file, ev.host, ev.pid, ev.rank, ev.local_rank)
+        key0 = by_writer.get(sig)
+        if key0 is None:
+            named = (ev.host is not None and ev.pid is not None) or ev.rank is not None or ev.local_rank is not None
+            keys = _keys(ev, ev.file in file_labels)  # may set ev.rank (old torch's "[Rank N]")
+            fp = file_procs.get(ev.file, ())
+            if len(fp) == 1:  # a file written by one process: everything in it is that process
+                keys.append(("proc", *next(iter(fp))))
+            if not keys:
+                keys = [("file", ev.file)]
+            for k in keys[1:]:
+                uf.union(keys[0], k)
+            key0 = keys[0]
+            if named:
+                by_writer[sig] = key0
+        ev_key.append(key0)
 
     # Files holding several writers (interleaved, per-node) say nothing about one rank by their name.
     # Several pids of one host on one GPU are one rank restarted (torchrun attempts), not several.
-    file_devs: dict[str, set] = defaultdict(set)
-    for ev in events:
-        if ev.cuda_dev is not None and ev.kind.startswith("nccl_"):
-            file_devs[ev.file].add(ev.cuda_dev)
     shared = {f for f, procs in file_procs.items()
               if len({h for h, _ in procs}) > 1 or len(file_devs.get(f, ())) > 1}
-    shared |= {e.file for e in events if e.rank is not None and file_rank(e.file) not in (None, e.rank)}
+    shared |= {f for f, r in {(e.file, e.rank) for e in events if e.rank is not None}
+               if file_rank(f) not in (None, r)}
     _link_local_to_global(events, uf)
     groups: dict = defaultdict(list)
+    root_of: dict[tuple, tuple] = {}
     for ev, k in zip(events, ev_key, strict=True):
-        groups[uf.find(k)].append(ev)
+        root = root_of.get(k)
+        if root is None:
+            root = root_of[k] = uf.find(k)
+        groups[root].append(ev)
     procs = [Proc(key=root, events=evs, files={e.file for e in evs}) for root, evs in groups.items()]
     # A global rank known only through a link (torchrun's local -> global map) sits in the union.
     linked: dict = defaultdict(set)

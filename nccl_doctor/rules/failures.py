@@ -131,6 +131,11 @@ def _table_ranks(job: JobModel) -> dict[tuple[str, int | None], int]:
     return {k: next(iter(v)) for k, v in seen.items() if len(v) == 1}
 
 
+#: Sets for the per-event tests below (tuples are searched one by one).
+_OWN = frozenset(_OWN_ERRORS)
+_OWN_OR_CAUSE = (_OWN | frozenset(CAUSE_KINDS)) - frozenset(_REPORTS)
+
+
 def _echo_only(job: JobModel, job_timed_out: bool, timed: set[int]) -> tuple[set[int], set[int]]:
     """(id() of states, ranks) whose own errors are all echoes of another rank's failure (a timeout,
     a peer that closed the socket, gloo's "Timed out waiting"), with no cause of their own."""
@@ -139,11 +144,11 @@ def _echo_only(job: JobModel, job_timed_out: bool, timed: set[int]) -> tuple[set
     caused: set[int] = set()
     for st in job.ranks:
         rank_timed = id(st) in timed
-        own = [e for e in st.events if (e.kind in _OWN_ERRORS or e.kind in CAUSE_KINDS) and e.kind not in _REPORTS]
+        own = [e for e in st.events if e.kind in _OWN_OR_CAUSE]
         if any(classify(e, job_timed_out, rank_timed) is not None for e in own):
             if st.rank is not None:
                 caused.add(st.rank)
-        elif rank_timed or any(e.kind in _OWN_ERRORS for e in own):
+        elif rank_timed or any(e.kind in _OWN for e in own):
             states.add(id(st))
             if st.rank is not None:
                 ranks.add(st.rank)

@@ -29,6 +29,8 @@ _WORK = re.compile(r"WorkNCCL\((?:SeqNum=(?P<seq>\d{1,18}), )?OpType=(?P<op>\w{1
                    r"Timeout\(ms\)=(?P<tmo>\d{1,12})\)(?: ran for (?P<ran>\d{1,15}) milliseconds)?")
 _TIMEOUT_TEXT = "Watchdog caught collective operation timeout"
 _ECHO_KINDS = ("torch_wd_exception", "python_exception", "torch_nccl_error", "cpp_terminate")
+#: Every kind :func:`_timeout_fields` reads.
+_TIMEOUT_KINDS = frozenset(("torch_wd_timeout", "torch_wd_status", "torch_exception_hit", "gloo_timeout", *_ECHO_KINDS))
 
 
 @dataclass(slots=True, eq=False)  # identity, not field-by-field, equality
@@ -127,6 +129,8 @@ def timeouts_by_pg(job: JobModel) -> dict[str, PgTimeouts]:
     descs: dict[str, str] = {}
     merged: dict[tuple, RankTimeout] = {}
     for ev in job.events:  # not only the ranks' events: lines of an unknown rank count too
+        if ev.kind not in _TIMEOUT_KINDS:
+            continue  # most events (checked inline: a call per event cost more than the rest)
         fields = _timeout_fields(ev)
         if fields is None:
             continue
