@@ -145,10 +145,14 @@ def _classify_exit(ev: Event, job_timed_out: bool) -> tuple[str, str] | None:
             return None
         return "exit", f"process {get('proc')} terminated" + (f" with exit code {code}" if code is not None else "")
     # Horovod worker exits are MN6's story (elastic Horovod drops and re-adds workers by design).
-    if k in ("ds_exit", "mpi_abort"):
+    if k == "ds_exit":
         code = int_in(get("code"))
-        if k != "mpi_abort" and _exit_is_consequence(code, None, job_timed_out) is not False:
+        if _exit_is_consequence(code, None, job_timed_out) is not False:
             return None
+        sig = f"{_signal_name(-code)}; " if code is not None and code < 0 and _signal_name(-code) else ""
+        who = f"local rank {get('local_rank')}" if get("local_rank") is not None else "a child"
+        return "exit", f"exit code {code} ({sig}{who} of the DeepSpeed launcher)"
+    if k == "mpi_abort":
         return "exit", ev.text.strip()[:200]
     return None
 

@@ -111,6 +111,10 @@ def _fail_ranks(job: JobModel, ev: Event) -> list[int | None]:
         return list(expand_tasks(ev.get("tasks"))) or [None]
     if ev.kind in ("elastic_cfe", "mpi_abort") and int_in(ev.get("rank")) is not None:
         return [int_in(ev.get("rank"))]
+    if ev.kind == "ds_exit":
+        st = _ds_child(job, ev)
+        if st is not None:
+            return [st.rank]
     if ev.kind in ("elastic_failed", "elastic_cfe", "ds_exit", "oom_killer") and ev.get("pid") is not None:
         st = state_for_pid(job, ev.get("pid"), ev.get("host") or host_of(job, ev), ev.file)
         if st is not None:
@@ -118,6 +122,24 @@ def _fail_ranks(job: JobModel, ev: Event) -> list[int | None]:
         if ev.kind == "elastic_failed" and (ev.file, int_in(ev.get("pid"))) in _table_ranks(job):
             return [_table_ranks(job)[(ev.file, int_in(ev.get("pid")))]]
     return [global_rank(job, ev)]
+
+
+def _ds_child(job: JobModel, ev: Event) -> RankState | None:
+    """The rank behind a DeepSpeed launcher's "[cmd] exits with return code": the launcher logged
+    the same command, with the child's pid, when it spawned it ("process 123 spawned with command:
+    [cmd]"); failing that, the spawn of the same local rank in the same file. The pid then finds the
+    rank through its own NCCL lines; else a rank of that local rank writing to this file."""
+    cmd, lr = str(ev.get("cmd") or "").strip(), int_in(ev.get("local_rank"))
+    spawns = [e for e in job.by_kind("ds_spawn") if e.file == ev.file and e.line < ev.line]
+    same = [e for e in spawns if cmd and str(e.get("cmd") or "").strip() == cmd] or \
+        [e for e in spawns if lr is not None and int_in(e.get("local_rank")) == lr]
+    pids = {int_in(e.get("pid")) for e in same} - {None}
+    if len(pids) == 1:
+        st = state_for_pid(job, next(iter(pids)), host_of(job, ev), ev.file)
+        if st is not None:
+            return st
+    local = [st for st in job.ranks if lr is not None and st.local_rank == lr and ev.file in st.files]
+    return local[0] if len(local) == 1 else None
 
 
 @_per_job
