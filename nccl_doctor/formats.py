@@ -193,6 +193,7 @@ class FormatSet:
         self._shape_cache: dict[str, tuple[int, ...]] = {}
         self._plans = tuple(_FieldPlan.of(p, e, formats[p.format]) for p, e in zip(self.patterns, self._extras, strict=True))
         self._heads = {name: tuple((rx, _groups(rx)) for rx in fmt.prefixes) for name, fmt in formats.items()}
+        self._head_cache: dict[tuple, dict] = {}
 
     @property
     def counter_samples(self) -> tuple[tuple[Pattern, str], ...]:
@@ -283,21 +284,34 @@ class FormatSet:
             if head is None:
                 if plan.prefix_required:
                     continue
-                start, hvalues = 0, ()
+                start, hnames, hvalues = 0, (), ()
             else:
-                start, hvalues = head
+                start, hnames, hvalues = head
             m = pat.regex.search(record[start:] if start else record)
             if m is None:
                 continue
-            return pat.kind, plan.fields(hvalues, m)
+            return pat.kind, plan.fields(self._head_fields(plan.ints, hnames, hvalues) if hnames else None, m)
         return None
 
-    def _header(self, name: str, record: str) -> tuple[int, tuple] | None:
+    def _header(self, name: str, record: str) -> tuple[int, tuple, tuple] | None:
         for prefix, (gidx, names) in self._heads[name]:
             m = prefix.match(record)
             if m is not None:
-                return m.end(), tuple(zip(names, _group_values(m, gidx), strict=True))
+                return m.end(), names, _group_values(m, gidx)
         return None
+
+    def _head_fields(self, ints: frozenset[str], names: tuple[str, ...], values: tuple) -> dict:
+        """A line prefix's fields, converted once per distinct prefix: a file's NCCL lines mostly
+        share theirs (``host:pid:tid [dev] NCCL INFO``). The dict is shared: callers copy it."""
+        key = (ints, names, values)
+        out = self._head_cache.get(key)
+        if out is None:
+            out = {name: _to_int(value) if name in ints else _intern(value.strip())
+                   for name, value in zip(names, values, strict=True) if value is not None}
+            if len(self._head_cache) > 4096:  # bounded: hostile input makes every prefix new
+                self._head_cache.clear()
+            self._head_cache[key] = out
+        return out
 
 
 def _groups(rx: re.Pattern[str]) -> tuple[tuple[int, ...], tuple[str, ...]]:
@@ -315,11 +329,12 @@ def _group_values(m: re.Match[str], gidx: tuple[int, ...]) -> tuple:
 @dataclass(frozen=True, slots=True)
 class _FieldPlan:
     """How one pattern turns its match (and its format's header match) into event fields,
-    precomputed so the hot path does no per-field lookups of names, int sets or dicts."""
+    precomputed so the hot path does no per-field lookups of names or int sets."""
 
     consts: tuple[tuple[str, Any], ...]
     gidx: tuple[int, ...]
     names: tuple[str, ...]
+    is_int: tuple[bool, ...]
     ints: frozenset[str]
     bools: frozenset[str]
     prefix_required: bool
@@ -327,20 +342,29 @@ class _FieldPlan:
     @classmethod
     def of(cls, pat: Pattern, extra: _Extra, fmt: _Format) -> _FieldPlan:
         gidx, names = _groups(pat.regex)
-        return cls(extra.consts, gidx, names, pat.ints | fmt.ints, extra.bools, fmt.prefix_required)
+        ints = pat.ints | fmt.ints
+        return cls(extra.consts, gidx, names, tuple(n in ints for n in names), ints, extra.bools,
+                   fmt.prefix_required)
 
-    def fields(self, hvalues: tuple, m: re.Match[str]) -> dict:
-        fields: dict[str, Any] = dict(self.consts) if self.consts else {}
-        ints = self.ints
+    def fields(self, head: dict | None, m: re.Match[str]) -> dict:
         # Header fields first, then the pattern's groups (which win a name clash), as strings
         # converted once: ints parsed, short values interned (host names, levels and op names
         # repeat across a job's events: one shared copy each keeps a 16k-rank job's events small).
-        for name, value in hvalues:
-            if value is not None:
-                fields[name] = _to_int(value) if name in ints else _intern(value.strip())
-        for name, value in zip(self.names, _group_values(m, self.gidx), strict=True):
-            if value is not None:
-                fields[name] = _to_int(value) if name in ints else _intern(value.strip())
+        # The conversions are written out (not calls to _to_int/_intern) for the common case:
+        # this runs once per event.
+        fields: dict[str, Any] = dict(self.consts) if self.consts else {}
+        if head:
+            fields.update(head)
+        intern = sys.intern
+        # strict=False: the three have one entry per named group by construction (checked per call cost time)
+        for name, value, is_int in zip(self.names, _group_values(m, self.gidx), self.is_int, strict=False):
+            if value is None:
+                continue
+            if is_int:
+                fields[name] = int(value) if value.isdecimal() and len(value) <= _MAX_INT_DIGITS else _to_int(value)
+            else:
+                value = value.strip()
+                fields[name] = intern(value) if len(value) <= 48 else value
         for name in self.bools:
             value = fields.get(name)
             fields[name] = bool(value.strip()) if isinstance(value, str) else bool(value)

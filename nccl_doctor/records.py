@@ -20,6 +20,10 @@ _NCCL_AT_START = re.compile(r"\s{0,8}(?:\[[\d: .-]{10,40}\] )?[\w.-]{1,120}:\d{1
 
 def split_glued(text: str) -> list[str]:
     """Split one cleaned physical line into records (``\\r`` and mid-line record starts)."""
+    if "\r" not in text and text.find("[rank", 1) < 0:  # the common case, without copies
+        n_nccl = text.count("NCCL ")
+        if n_nccl == 0 or (n_nccl == 1 and _NCCL_AT_START.match(text)):
+            return [text] if text and not text.isspace() else []
     parts = text.split("\r") if "\r" in text else [text]
     out: list[str] = []
     for part in parts:

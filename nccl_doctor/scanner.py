@@ -390,6 +390,6 @@ def _make_event(kind: str, fields: dict, lf: dict, path: str, line_no: int, text
     ts = event_time(fields, year)
     if ts is None and lf:
         ts = event_time(lf, year)
-    return Event(kind=kind, file=path, line=line_no, host=host, pid=pid, cuda_dev=cuda_dev,
-                 rank=lf.get("rank"), local_rank=lf.get("local_rank"), ts=ts, fields=fields,
-                 text=text.strip()[:MAX_TEXT])
+    # positional: this runs once per event (kind, file, line, host, pid, cuda_dev, rank, local_rank, ts, fields, text)
+    return Event(kind, path, line_no, host, pid, cuda_dev, lf.get("rank"), lf.get("local_rank"), ts, fields,
+                 text.strip()[:MAX_TEXT])
