@@ -170,7 +170,10 @@ def iter_chunks(fp: BinaryIO, chunk_size: int = CHUNK, max_line: int = MAX_LINE)
             else:
                 carry = buf
             continue
-        body, carry = buf[: cut + 1], buf[cut + 1 :]
+        if cut == len(buf) - 1:  # the usual end of a whole file: no copy of the chunk
+            body, carry = buf, b""
+        else:
+            body, carry = buf[: cut + 1], buf[cut + 1 :]
         if len(carry) > max_line:
             body += carry[:max_line] + b"\n"
             carry, skipping = b"", True

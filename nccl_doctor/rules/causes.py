@@ -27,7 +27,18 @@ _CONSEQUENCE = re.compile(
 #: Exception types that only report that a child/peer failed.
 _ECHO_TYPES = ("ChildFailedError", "CalledProcessError", "ProcessExitedException", "SignalException",
                "KeyboardInterrupt", "SystemExit", "DistNetworkError", "DistStoreError")
-_CUDA_TEXT = re.compile(r"CUDA error|CUDA out of memory|illegal memory access|out of memory|ECC error|Xid", re.I)
+_CUDA_RX = re.compile(r"CUDA error|CUDA out of memory|illegal memory access|out of memory|ECC error|Xid", re.I)
+
+
+def _cuda_text(text: str) -> bool:
+    """A CUDA failure named in the text. Every alternative holds one of four words: a lower-cased
+    substring test first spares the case-insensitive regex on the many texts that hold none."""
+    low = text.lower()
+    if "cuda" not in low and "memory" not in low and "ecc" not in low and "xid" not in low:
+        return False
+    return _CUDA_RX.search(text) is not None
+
+
 NETWORK_KINDS = ("nccl_ib_cqe", "nccl_connect_err", "nccl_ofi_error", "nccl_no_iface")
 #: Every kind ``classify`` may call a cause.
 CAUSE_KINDS = ("python_exception", "cpp_terminate", "cuda_error", "cuda_oom", "signal", "xid", "oom_killer",
@@ -65,10 +76,10 @@ def classify(ev: Event, job_timed_out: bool, rank_timed_out: bool) -> tuple[str,
         etype, msg = str(get("exc_type") or ""), str(get("msg") or "")
         if etype.rsplit(".", 1)[-1] in _ECHO_TYPES or (etype == "Exception" and not msg.strip()):
             return None
-        if _CONSEQUENCE.search(msg) and not _CUDA_TEXT.search(msg):
+        if _CONSEQUENCE.search(msg) and not _cuda_text(msg):
             return None
         cat = "oom" if "OutOfMemory" in etype or "out of memory" in msg else \
-            "cuda" if _CUDA_TEXT.search(msg) else "exception"
+            "cuda" if _cuda_text(msg) else "exception"
         return cat, f"{etype}: {msg}".strip(": ")[:200]
     if k == "cpp_terminate":
         etype = str(get("exc_type") or "an exception")
@@ -105,9 +116,9 @@ def classify(ev: Event, job_timed_out: bool, rank_timed_out: bool) -> tuple[str,
         return None if get("err_kind") == "ncclRemoteError" else ("nccl", f"{get('err_kind')}: {get('detail')}")
     if k == "torch_wd_exception":
         exc = str(get("exc") or text)
-        if _CONSEQUENCE.search(exc) and not _CUDA_TEXT.search(exc):
+        if _CONSEQUENCE.search(exc) and not _cuda_text(exc):
             return None
-        return ("cuda" if _CUDA_TEXT.search(exc) else "exception"), f"watchdog thread terminated with: {exc}"[:200]
+        return ("cuda" if _cuda_text(exc) else "exception"), f"watchdog thread terminated with: {exc}"[:200]
     if k in NETWORK_KINDS:
         status = int_in(get("status"))
         if k == "nccl_ib_cqe" and (status == 5 or "FLUSH" in str(get("status_name") or "")):
