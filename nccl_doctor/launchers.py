@@ -88,6 +88,24 @@ class LauncherStripper:
         return fields, rest
 
     @staticmethod
+    def within(outer: dict, inner: dict) -> dict:
+        """Fields of a record cut from a longer line: the line's prefix (``outer``: an srun label,
+        a kubectl timestamp) applies to every record in it, the record's own prefix (``inner``:
+        a glued ``[rank5]:``) is nested inside it. As when both prefix one record: the inner
+        rank wins, the outer timestamp, host and pid stay."""
+        if not inner:
+            return outer
+        if not outer:
+            return inner
+        out = dict(outer)
+        for key, value in inner.items():
+            if key == "launchers":
+                out[key] = outer.get(key, []) + value
+            elif key in ("rank", "local_rank") or key not in out:
+                out[key] = value
+        return out
+
+    @staticmethod
     def _merge(lc: Launcher, m: re.Match[str], fields: dict) -> None:
         g = m.groupdict()
         fields.setdefault("launchers", []).append(lc.name)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 _GLUE = re.compile(r"\[rank\d{1,7}\]:\[[IWEF]|(?<![\w.:-])[\w.-]{1,120}:\d{1,10}:\d{1,10} \[\d{1,4}\] NCCL (?:INFO|WARN) ")
 
 
+_TS_ONLY = re.compile(r"\s{0,8}\[[\d: .,T-]{10,40}\] ?")
 _NCCL_AT_START = re.compile(r"\s{0,8}(?:\[[\d: .-]{10,40}\] )?[\w.-]{1,120}:\d{1,10}:\d{1,10} (?:\[\d{1,4}\] )?")
 
 
@@ -33,7 +34,9 @@ def split_glued(text: str) -> list[str]:
             if part.strip():  # the common case: one record, no mid-line start to look for
                 out.append(part)
             continue
-        cuts = [m.start() for m in _GLUE.finditer(part) if m.start() > 0]
+        # A record start after nothing but a timestamp ("[2025-05-10 23:09:41] host:pid:tid [0] NCCL
+        # INFO NCCL version ...": two "NCCL " in one record) is that record's own prefix, not a glue.
+        cuts = [m.start() for m in _GLUE.finditer(part) if m.start() > 0 and not _TS_ONLY.fullmatch(part, 0, m.start())]
         start = 0
         for c in cuts:
             if part[start:c].strip():

@@ -183,8 +183,12 @@ class Scanner:
             text = clean_line(raw)
             if hits is not None and _CONTROL.search(raw) is not None:
                 hits = None  # cleaning removed bytes, which can join text into a new literal
-            for rec in split_glued(text):
+            # The line's launcher prefix first (an srun label, a kubectl timestamp): it belongs to every
+            # record glued on the line, and a record start found after it is not a glued record.
+            line_lf, body = stripper.strip(text)
+            for rec in split_glued(body):
                 lf, rest = stripper.strip(rec)
+                lf = stripper.within(line_lf, lf)
                 records = join_block(rest, take, peek)  # None unless rest heads a known block
                 for r in records or (rest,):
                     # Records cut from this line hold only literals the line holds; a joined block

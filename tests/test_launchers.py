@@ -65,3 +65,36 @@ def test_glued_records_are_split():
     two = "node1:1:2 [0] NCCL INFO a node1:3:4 [1] NCCL WARN b"
     assert split_glued(two) == ["node1:1:2 [0] NCCL INFO a ", "node1:3:4 [1] NCCL WARN b"]
     assert split_glued("10%|#  |\r50%|#####|\rdone") == ["10%|#  |", "50%|#####|", "done"]
+
+
+def test_timestamped_nccl_record_with_two_nccl_words_is_one_record():
+    # NCCL_DEBUG_TIMESTAMP_FORMAT prefix: the header after the timestamp is this record's own.
+    line = "[2025-05-10 23:09:41] node1:4711:4711 [0] NCCL INFO NCCL version 2.21.5+cuda12.4"
+    assert split_glued(line) == [line]
+    assert split_glued("noise node1:1:2 [0] NCCL INFO NCCL version 2.21.5") == \
+        ["noise ", "node1:1:2 [0] NCCL INFO NCCL version 2.21.5"]
+
+
+def test_line_prefix_belongs_to_every_record_glued_on_the_line():
+    outer = {"rank": 3, "ts": "2024-01-02T03:04:05Z", "launchers": ["srun_label"]}
+    inner = {"rank": 11, "ts": "2024-09-09T00:00:00Z", "launchers": ["torch_rank"]}
+    assert LauncherStripper.within(outer, inner) == \
+        {"rank": 11, "ts": "2024-01-02T03:04:05Z", "launchers": ["srun_label", "torch_rank"]}
+    assert LauncherStripper.within(outer, {}) == outer and LauncherStripper.within({}, inner) == inner
+
+
+def test_srun_labelled_nccl_lines_keep_their_task_rank(tmp_path):
+    """' 3: node1:...' is one record of task 3 (its NCCL header is not a glued record start), and a
+    line with two records keeps the label on both."""
+    from nccl_doctor.analysis import scan_files
+    from nccl_doctor.discover import discover
+
+    lines = [f"{r}: node{r // 2}:{1000 + r}:{1000 + r} [{r % 2}] NCCL INFO comm 0x55d5c7f7e0b{r} rank {r} nranks 4 "
+             f"cudaDev {r % 2} busId 18000 commId 0x1234 - Init COMPLETE" for r in range(4)]
+    lines.append("2: epoch 1 done node1:1002:1002 [0] NCCL INFO NCCL version 2.21.5+cuda12.4")
+    (tmp_path / "job.log").write_text("\n".join(lines) + "\n")
+    files, _ = discover([str(tmp_path / "job.log")])
+    events = scan_files(files)[0].events
+    assert [(e.kind, e.rank, e.host, e.pid) for e in events] == [
+        ("nccl_init", 0, "node0", 1000), ("nccl_init", 1, "node0", 1001), ("nccl_init", 2, "node1", 1002),
+        ("nccl_init", 3, "node1", 1003), ("nccl_version", 2, "node1", 1002)]
