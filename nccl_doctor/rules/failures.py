@@ -14,6 +14,8 @@ results are cached per job like the facts.
 
 from __future__ import annotations
 
+import ast
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -115,6 +117,10 @@ def _fail_ranks(job: JobModel, ev: Event) -> list[int | None]:
         st = _ds_child(job, ev)
         if st is not None:
             return [st.rank]
+        lr, host = int_in(ev.get("local_rank")), host_of(job, ev)
+        node = ds_rank_map(job).get(host or "", [])  # the launcher's map: that host's ranks by local rank
+        if lr is not None and 0 <= lr < len(node):
+            return [node[lr]]
     if ev.kind in ("elastic_failed", "elastic_cfe", "ds_exit", "oom_killer") and ev.get("pid") is not None:
         st = state_for_pid(job, ev.get("pid"), ev.get("host") or host_of(job, ev), ev.file)
         if st is not None:
@@ -122,6 +128,27 @@ def _fail_ranks(job: JobModel, ev: Event) -> list[int | None]:
         if ev.kind == "elastic_failed" and (ev.file, int_in(ev.get("pid"))) in _table_ranks(job):
             return [_table_ranks(job)[(ev.file, int_in(ev.get("pid")))]]
     return [global_rank(job, ev)]
+
+
+_MAP_DICT = re.compile(r"\{[^{}]{0,65536}\}")
+
+
+@_per_job
+def ds_rank_map(job: JobModel) -> dict[str, list[int]]:
+    """DeepSpeed's launcher map of host -> global ranks (``global_rank_mapping=defaultdict(<class
+    'list'>, {'worker-0': [0, 1], 'worker-1': [2, 3]})``), from its first line that parses. The
+    text is read as a literal (``ast.literal_eval``: data only, nothing is evaluated)."""
+    for ev in job.by_kind("ds_rank_map"):
+        m = _MAP_DICT.search(str(ev.get("map") or ""))
+        if m is None:
+            continue
+        try:
+            value = ast.literal_eval(m.group(0))
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            continue
+        if isinstance(value, dict):
+            return {str(h): [r for r in rs if isinstance(r, int)] for h, rs in value.items() if isinstance(rs, list)}
+    return {}
 
 
 def _ds_child(job: JobModel, ev: Event) -> RankState | None:
