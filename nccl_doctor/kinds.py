@@ -155,7 +155,7 @@ KINDS: dict[str, str] = {
     "ds_init_backend": "backend: 'Initializing TorchBackend in DeepSpeed with backend nccl'",
     "ds_version": "version: 'DeepSpeed info: version=0.17.3' / 'deepspeed version 0.17.3' / 'DeepSpeed 0.17.3'",
     "ds_mpi": "rank, local_rank, world_size, master_addr, master_port: 'Discovered MPI settings of world_rank=5, "
-    "local_rank=1, world_size=8, ...'",
+    "local_rank=1, world_size=8, ...'; world_size alone from the launcher's 'dist_world_size=8'",
     "ds_rank_map": "map: 'global_rank_mapping=defaultdict(...)'",
     "ds_spawn": "pid, local_rank, cmd: 'process 12345 spawned with command: [...--local_rank=0...]'",
     "ds_exit": "code: 'exits with return code = -6'",
