@@ -20,7 +20,7 @@ _RAY_RANK = re.compile(r"\[rank=(\d{1,7})\]")
 #: Words that end with ": " at a line start but are not hosts (pdsh detection must ignore them).
 _NOT_HOSTS = {"INFO", "WARNING", "ERROR", "DEBUG", "CRITICAL", "srun", "slurmstepd", "wandb", "Traceback",
               "RuntimeError", "Exception", "warnings", "NOTE", "Note", "usage", "error", "warning"}
-_MIN_SHARE = {"srun_label": 0.6, "pdsh_host": 0.8, "mpich_rank": 0.9}
+_MIN_SHARE = {"srun_label": 0.6, "pdsh_host": 0.8, "mpich_rank": 0.9, "torchrun_template": 0.8}
 #: An unlabelled NCCL line proves that the stream is not labelled by the launcher.
 _BARE_NCCL = re.compile(r"^[\w.-]{1,253}:\d{1,10}:\d{1,10} \[\d{1,4}\] (?:NCCL )?(?:INFO|WARN)")
 

@@ -98,3 +98,16 @@ def test_srun_labelled_nccl_lines_keep_their_task_rank(tmp_path):
     assert [(e.kind, e.rank, e.host, e.pid) for e in events] == [
         ("nccl_init", 0, "node0", 1000), ("nccl_init", 1, "node0", 1001), ("nccl_init", 2, "node1", 1002),
         ("nccl_init", 3, "node1", 1003), ("nccl_version", 2, "node1", 1002)]
+
+
+def test_torchrun_prefix_template_is_removed_without_naming_a_rank():
+    """TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE="[${rank}]:" gives "[12]:"; the template may hold a
+    local rank as well, so the number names no rank: the NCCL header behind it does."""
+    lines = [f"[{r}]:node{r // 8}:{100 + r}:{100 + r} [{r % 8}] NCCL INFO x" for r in range(16)]
+    modes = detect_modes(lines)
+    assert "torchrun_template" in modes
+    fields, rest = LauncherStripper(modes).strip(lines[12])
+    assert rest == "node1:112:112 [4] NCCL INFO x" and "rank" not in fields and "local_rank" not in fields
+    # torchrun's ChildFailedError index lines ("  [1]:" alone) do not turn it on
+    table = ["  [1]:", "    time      : 2024-01-01_00:00:00", "    host      : node1", "    rank      : 1"] * 10
+    assert "torchrun_template" not in detect_modes(table)
