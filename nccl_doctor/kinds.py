@@ -133,7 +133,7 @@ KINDS: dict[str, str] = {
     "elastic_rdzv": "role, restart_count, master_addr, master_port, group_rank, group_world_size, local_ranks, role_ranks, "
     "global_ranks, role_world_sizes, global_world_sizes: rendezvous result block",
     "elastic_failed": "code, local_rank, pid, binary: 'failed (exitcode: -6) local_rank: 6 (pid: 1246013) of binary: ...'",
-    "elastic_sigterm": "pid, sig: 'Sending process 1234 closing signal SIGTERM'",
+    "elastic_sigterm": "pid, sig: 'Sending process 1234 closing signal SIGTERM'; DeepSpeed's launcher 'Killing subprocess 1234' (sig SIGKILL)",
     "elastic_death_signal": "sig: 'Received Signals.SIGTERM death signal, shutting down workers'",
     "elastic_cfe": "root_cause (bool), idx, time, host, rank, local_rank, exitcode, pid, sig, error_file, traceback: "
     "one ChildFailedError entry",
@@ -158,7 +158,7 @@ KINDS: dict[str, str] = {
     "local_rank=1, world_size=8, ...'; world_size alone from the launcher's 'dist_world_size=8'",
     "ds_rank_map": "map: 'global_rank_mapping=defaultdict(...)'",
     "ds_spawn": "pid, local_rank, cmd: 'process 12345 spawned with command: [...--local_rank=0...]'",
-    "ds_exit": "code: 'exits with return code = -6'",
+    "ds_exit": "code: '[cmd] exits with return code = -6' (cmd is the child spawned last, not the one that failed)",
     "second_pg": "name: a second NCCL group for weight sync / custom PG ('weight update group', 'init_process_group for weight', 'stateless_init_process_group')",
     "stack_frame_collective": "func, file, line: py-spy / faulthandler frame in a torch collective "
     "('broadcast (torch/distributed/distributed_c10d.py:2772)', only all_reduce/broadcast/barrier/all_gather*/"

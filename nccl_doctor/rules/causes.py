@@ -160,9 +160,10 @@ def _classify_exit(ev: Event, job_timed_out: bool) -> tuple[str, str] | None:
         code = int_in(get("code"))
         if _exit_is_consequence(code, None, job_timed_out) is not False:
             return None
-        sig = f"{_signal_name(-code)}; " if code is not None and code < 0 and _signal_name(-code) else ""
-        who = f"local rank {get('local_rank')}" if get("local_rank") is not None else "a child"
-        return "exit", f"exit code {code} ({sig}{who} of the DeepSpeed launcher)"
+        # The launcher prints the command it spawned last, not the one of the child that died
+        # (deepspeed/launcher/launch.py: `cmd` is left over from its spawn loop): no rank from it.
+        sig = f" ({_signal_name(-code)})" if code is not None and code < 0 and _signal_name(-code) else ""
+        return "exit", f"exit code {code}{sig} of a child of the DeepSpeed launcher (which one it does not say)"
     if k == "mpi_abort":
         return "exit", ev.text.strip()[:200]
     return None

@@ -14,8 +14,6 @@ results are cached per job like the facts.
 
 from __future__ import annotations
 
-import ast
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -113,14 +111,6 @@ def _fail_ranks(job: JobModel, ev: Event) -> list[int | None]:
         return list(expand_tasks(ev.get("tasks"))) or [None]
     if ev.kind in ("elastic_cfe", "mpi_abort") and int_in(ev.get("rank")) is not None:
         return [int_in(ev.get("rank"))]
-    if ev.kind == "ds_exit":
-        st = _ds_child(job, ev)
-        if st is not None:
-            return [st.rank]
-        lr, host = int_in(ev.get("local_rank")), host_of(job, ev)
-        node = ds_rank_map(job).get(host or "", [])  # the launcher's map: that host's ranks by local rank
-        if lr is not None and 0 <= lr < len(node):
-            return [node[lr]]
     if ev.kind in ("elastic_failed", "elastic_cfe", "ds_exit", "oom_killer") and ev.get("pid") is not None:
         st = state_for_pid(job, ev.get("pid"), ev.get("host") or host_of(job, ev), ev.file)
         if st is not None:
@@ -130,43 +120,19 @@ def _fail_ranks(job: JobModel, ev: Event) -> list[int | None]:
     return [global_rank(job, ev)]
 
 
-_MAP_DICT = re.compile(r"\{[^{}]{0,65536}\}")
-
-
 @_per_job
-def ds_rank_map(job: JobModel) -> dict[str, list[int]]:
-    """DeepSpeed's launcher map of host -> global ranks (``global_rank_mapping=defaultdict(<class
-    'list'>, {'worker-0': [0, 1], 'worker-1': [2, 3]})``), from its first line that parses. The
-    text is read as a literal (``ast.literal_eval``: data only, nothing is evaluated)."""
-    for ev in job.by_kind("ds_rank_map"):
-        m = _MAP_DICT.search(str(ev.get("map") or ""))
-        if m is None:
-            continue
-        try:
-            value = ast.literal_eval(m.group(0))
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            continue
-        if isinstance(value, dict):
-            return {str(h): [r for r in rs if isinstance(r, int)] for h, rs in value.items() if isinstance(rs, list)}
-    return {}
+def _file_hosts(job: JobModel) -> dict[str, set[str]]:
+    """file -> hosts named by its NCCL line prefixes (host:pid:tid)."""
+    out: dict[str, set[str]] = defaultdict(set)
+    for e in job.events:
+        if e.host and e.kind.startswith("nccl_"):
+            out[e.file].add(e.host)
+    return out
 
 
-def _ds_child(job: JobModel, ev: Event) -> RankState | None:
-    """The rank behind a DeepSpeed launcher's "[cmd] exits with return code": the launcher logged
-    the same command, with the child's pid, when it spawned it ("process 123 spawned with command:
-    [cmd]"); failing that, the spawn of the same local rank in the same file. The pid then finds the
-    rank through its own NCCL lines; else a rank of that local rank writing to this file."""
-    cmd, lr = str(ev.get("cmd") or "").strip(), int_in(ev.get("local_rank"))
-    spawns = [e for e in job.by_kind("ds_spawn") if e.file == ev.file and e.line < ev.line]
-    same = [e for e in spawns if cmd and str(e.get("cmd") or "").strip() == cmd] or \
-        [e for e in spawns if lr is not None and int_in(e.get("local_rank")) == lr]
-    pids = {int_in(e.get("pid")) for e in same} - {None}
-    if len(pids) == 1:
-        st = state_for_pid(job, next(iter(pids)), host_of(job, ev), ev.file)
-        if st is not None:
-            return st
-    local = [st for st in job.ranks if lr is not None and st.local_rank == lr and ev.file in st.files]
-    return local[0] if len(local) == 1 else None
+def _only_host(job: JobModel, file: str) -> str | None:
+    hosts = _file_hosts(job).get(file, set())
+    return next(iter(hosts)) if len(hosts) == 1 else None
 
 
 @_per_job
@@ -266,6 +232,8 @@ def failures(job: JobModel) -> list[Failure]:
             host = ev.get("host") or ev.get("on_host") if ev.kind in ("slurm_task_exit", "elastic_cfe",
                                                                     "slurm_node_fail") else None
             host = host or (rst.host if rst is not None else None) or ev.host
+            if host is None and ev.kind == "ds_exit":
+                host = _only_host(job, ev.file)  # a node's launcher log: its ranks' NCCL lines name the node
             key = ("rank", rank) if rank is not None else ("proc", id(st), ev.host, ev.pid)
             f = merged.get(key)
             if f is None:

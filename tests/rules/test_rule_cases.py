@@ -70,3 +70,5 @@ def test_rule_case(rule: str, case: dict, tmp_path: Path) -> None:
         assert hosts == sorted(case["hosts"]), f"hosts {hosts} != {case['hosts']}"
     for text in case.get("summary_contains", []):
         assert any(text in f.summary for f in firing), f"{text!r} not in {[f.summary for f in firing]}"
+    for text in case.get("summary_not", []):
+        assert not any(text in f.summary for f in firing), f"{text!r} in {[f.summary for f in firing]}"
