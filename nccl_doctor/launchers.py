@@ -122,6 +122,8 @@ class LauncherStripper:
             fields.setdefault("pod", g["pod"])
         if g.get("pid"):
             fields.setdefault("pid", int(g["pid"]))
+        if g.get("ip"):
+            fields.setdefault("ip", g["ip"])
         if lc.name == "ray_actor":
             r = _RAY_RANK.search(g.get("actor") or "")
             if r:

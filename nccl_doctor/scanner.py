@@ -392,8 +392,11 @@ def _make_event(kind: str, fields: dict, lf: dict, path: str, line_no: int, text
         pid = lf.get("pid")
     cuda_dev = fields.pop("cuda_dev", None) if writer else fields.get("cuda_dev")
     ts = event_time(fields, year)
-    if ts is None and lf:
-        ts = event_time(lf, year)
+    if lf:
+        if ts is None:
+            ts = event_time(lf, year)
+        if "ip" in lf:  # Ray's "(Worker pid=N, ip=A)": with the pid, who wrote the line (pids repeat across nodes)
+            fields.setdefault("launcher_ip", lf["ip"])
     # positional: this runs once per event (kind, file, line, host, pid, cuda_dev, rank, local_rank, ts, fields, text)
     return Event(kind, path, line_no, host, pid, cuda_dev, lf.get("rank"), lf.get("local_rank"), ts, fields,
                  text.strip()[:MAX_TEXT])

@@ -97,6 +97,9 @@ K8S_TS = re.compile(r'^(?P<ts>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|
 TORCHRUN_TEE = re.compile(r'^\[(?P<role>[A-Za-z_][\w.-]*?)(?P<lrank>\d+)\]:')
 HVD_PREFIX = re.compile(r'^(?P<time>\w{3} \w{3} +\d+ \d{2}:\d{2}:\d{2} \d{4})?\[(?P<index>[^\]]+)\]<(?P<stream>stdout|stderr)>:')
 RANK_HOOK = re.compile(r'^\[rank(?P<grank>\d+)\]: ?')
+OMPI_TAG = re.compile(r'^\[1,(?P<rank>\d+)\]<(?P<stream>stdout|stderr)>: ?')
+PDSH_HOST = re.compile(r'^(?P<host>[A-Za-z][\w.-]*): ')
+RAY_ACTOR = re.compile(r'^\((?P<actor>RayTrainWorker|TorchTrainer)(?:\[rank=\d+\])? pid=(?P<pid>\d+)(?:, ip=(?P<ip>[\d.]+))?\) ')
 
 # (marker literal, regex that must then match with re.search) for lines after prefix stripping
 MARKERS = [
@@ -125,6 +128,21 @@ def strip_prefixes(line: str, layout: str) -> tuple[str, dict]:
         m = SRUN_LABEL.match(line)
         if m:
             info["task"] = int(m.group("task"))
+            line = line[m.end():]
+    if layout == "openmpi":
+        m = OMPI_TAG.match(line)
+        if m:
+            info["task"] = int(m.group("rank"))
+            line = line[m.end():]
+    if layout == "pdsh":
+        m = PDSH_HOST.match(line)
+        if m:
+            info["host"] = m.group("host")
+            line = line[m.end():]
+    if layout == "ray":
+        m = RAY_ACTOR.match(line)
+        if m:
+            info.update(actor=m.group("actor"), pid=int(m.group("pid")), ip=m.group("ip"))
             line = line[m.end():]
     m = TORCHRUN_TEE.match(line) or HVD_PREFIX.match(line)
     if m and layout in ("kubectl", "nccl-debug-file"):
@@ -198,9 +216,13 @@ def check_job(d: Path, exp: dict) -> None:
             f = check_line(text, layout, gpn)
             if f:
                 hosts_in_lines.add(f["host"])
-            if layout == "srun-interleaved" and "task" in info:
+            if layout in ("srun-interleaved", "openmpi") and "task" in info:
                 seen_ranks.add(info["task"])
-            if f and layout in ("per-rank", "srun-interleaved"):
+            if f and layout == "pdsh":
+                assert f["host"] == info.get("host"), raw
+            if f and layout == "ray":
+                assert info.get("actor") == "RayTrainWorker" and int(f["pid"]) == info["pid"], raw
+            if f and layout in ("per-rank", "srun-interleaved", "openmpi"):
                 r = (int(p.name[5:-4]) if layout == "per-rank" else info.get("task"))
                 if r is not None:
                     host, _lr, dev, *pids = rank_map[r]
@@ -222,7 +244,7 @@ def check_job(d: Path, exp: dict) -> None:
                     assert raw.startswith("srun: error:") or "elastic" in raw or ":root:" in raw or raw.startswith(
                         ("  ", "Traceback", "horovod.", "Job has been", "Process ")) or raw == "", raw
     assert hosts_in_lines <= set(exp["hosts"]), hosts_in_lines - set(exp["hosts"])
-    if layout in ("per-rank", "srun-interleaved"):
+    if layout in ("per-rank", "srun-interleaved", "openmpi"):
         assert len(seen_ranks) == exp["ranks_seen"], (sorted(seen_ranks), exp["ranks_seen"])
 
 
@@ -310,6 +332,56 @@ def test_culprit_evidence(tmp_path):
     e = generate_job(tmp_path / "mn2", "MN2", 16, "srun-interleaved", seed=1, steps=4)
     text = next((tmp_path / "mn2").glob("slurm-*.out")).read_text()
     assert "docker0:172.17.0.1<0>" in text and "172.17.0.1<" in text.split("NCCL WARN", 1)[1]
+
+
+def test_more_layout_prefixes(tmp_path):
+    """openmpi / pdsh / ray: every worker line carries its launcher's prefix (values written by hand for seed 5:
+    hosts gpu-node-015/016, culprit rank 11 = local rank 3 on gpu-node-016, pid 2074476, ip 10.4.80.23)."""
+    def lines(layout, nccl_era="2.21"):
+        d = tmp_path / f"{layout}-{nccl_era}"
+        e = generate_job(d, "RK1", 16, layout, nccl_era, "2.4", seed=5, steps=4)
+        assert e["culprit"]["ranks"] == [11] and e["hosts"] == ["gpu-node-015", "gpu-node-016"] and e["files"] == 1
+        check_job(d, e)
+        return next(p for p in d.iterdir() if p.name != "expected.json").read_text().split("\n")[:-1]
+
+    ompi = lines("openmpi")  # Open MPI 5 style: "]<stdout>: "
+    assert all(OMPI_TAG.match(ln) for ln in ompi)
+    assert "[1,11]<stdout>: gpu-node-016:2074476:2074476 [0] NCCL INFO Bootstrap : Using bond0:10.4.80.23<0>" in ompi
+    assert "[1,11]<stderr>: [rank11]: Traceback (most recent call last):" in ompi
+    assert not [ln for ln in ompi if re.search(r" NCCL (?:INFO|WARN) ", ln) and "<stderr>" in ln]  # NCCL_DEBUG: stdout
+    assert any(ln.startswith("[1,0]<stdout>:  [") and " iteration " in ln for ln in ompi)  # Megatron prints
+    ompi4 = lines("openmpi", "2.18")  # older era: Open MPI 4 style, no space after the colon
+    assert "[1,11]<stderr>:[rank11]: Traceback (most recent call last):" in ompi4
+
+    pdsh = lines("pdsh")
+    runner = [ln for ln in pdsh if not ln.startswith(("gpu-node-015: ", "gpu-node-016: "))]
+    assert len(runner) == 6 and runner[3].startswith("[") and " cmd = pdsh -S -f 1024 -w gpu-node-015,gpu-node-016 " in runner[3]
+    assert [ln for ln in runner if ln.startswith("pdsh@")] == ["pdsh@gpu-node-015: gpu-node-016: ssh exited with exit code 1",
+                                                               "pdsh@gpu-node-015: gpu-node-015: ssh exited with exit code 250"]
+    text = "\n".join(pdsh)
+    assert ("gpu-node-016: [2024-07-09 04:47:12,357] [INFO] [launch.py:256:main] process 2074476 spawned with command: "
+            "['/opt/conda/bin/python', '-u', '/opt/megatron/pretrain_gpt.py', '--local_rank=3', '--deepspeed', "
+            "'--deepspeed_config', 'ds_config.json']") in text
+    assert "gpu-node-016: [2024-07-09 04:47:12,227] [INFO] [launch.py:163:main] global_rank_mapping=defaultdict(<class " \
+           "'list'>, {'gpu-node-015': [0, 1, 2, 3, 4, 5, 6, 7], 'gpu-node-016': [8, 9, 10, 11, 12, 13, 14, 15]})" in text
+    assert "gpu-node-016: gpu-node-016:2074476:2074476 [3] NCCL INFO Bootstrap : Using bond0:10.4.80.23<0>" in text
+    assert "gpu-node-016: [2024-07-09 04:47:56,867] [INFO] [launch.py:319:sigkill_handler] Killing subprocess 2074476" in text
+    # launch.py names the command of its last spawned child (local rank 7), whichever child died
+    assert "gpu-node-016: [2024-07-09 04:47:57,117] [ERROR] [launch.py:325:sigkill_handler] ['/opt/conda/bin/python', " \
+           "'-u', '/opt/megatron/pretrain_gpt.py', '--local_rank=7', '--deepspeed', '--deepspeed_config', " \
+           "'ds_config.json'] exits with return code = 1" in text
+    assert "gpu-node-016: [rank11]: Traceback (most recent call last):" in text
+
+    ray = lines("ray")
+    workers = [ln for ln in ray if ln.startswith("(RayTrainWorker ")]
+    assert all(RAY_ACTOR.match(ln) for ln in workers) and len(workers) > 0.9 * len(ray)
+    assert "(RayTrainWorker pid=2074476, ip=10.4.80.23) Setting up process group for: env:// [rank=11, world_size=16]" in ray
+    assert "(RayTrainWorker pid=2074476, ip=10.4.80.23) gpu-node-016:2074476:2074476 [3] NCCL INFO Bootstrap : Using " \
+           "bond0:10.4.80.23<0>" in ray
+    assert "(RayTrainWorker pid=2074476, ip=10.4.80.23) [rank11]: Traceback (most recent call last):" in ray
+    assert any(ln.startswith("(RayTrainWorker pid=2190794) ") for ln in ray)  # rank 0, on the driver's node: no ip
+    assert not any(ln.startswith("(RayTrainWorker pid=2190794, ip=") for ln in ray)
+    assert ray[0].endswith("INFO worker.py:1603 -- Connecting to existing Ray cluster at address: 10.4.80.22:6379...")
 
 
 def test_container_pids_collide(tmp_path):

@@ -77,6 +77,11 @@ def _keys(ev: Event, file_has_labels: bool) -> list[tuple]:
     keys = []
     if ev.host is not None and ev.pid is not None:
         keys.append(("proc", ev.host, ev.pid))
+    ip = ev.fields.get("launcher_ip")
+    if ev.pid is not None and (ev.host is None or ip is not None):
+        # A launcher prefix that names the pid but no host (Ray's "(RayTrainWorker pid=N, ip=A)"):
+        # the same pid and address in one file is one process, whose NCCL lines carry that prefix too.
+        keys.append(("lpid", ev.file, ip, ev.pid))
     if ev.rank is not None:
         keys.append(("rank", ev.rank))
     if ev.local_rank is not None:
@@ -105,13 +110,14 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
     uf = _Union()
     ev_key: list[tuple] = []
     # Events of one writer in one file share their keys: they are worked out once per distinct
-    # (file, host, pid, rank, local rank). Only events naming none of these look at their fields.
+    # (file, host, pid, rank, local rank, launcher address). Only events naming none of these look
+    # at their other fields.
     by_writer: dict[tuple, tuple] = {}
     for ev in events:
-        sig = (ev.file, ev.host, ev.pid, ev.rank, ev.local_rank)
+        sig = (ev.file, ev.host, ev.pid, ev.rank, ev.local_rank, ev.fields.get("launcher_ip"))
         key0 = by_writer.get(sig)
         if key0 is None:
-            named = (ev.host is not None and ev.pid is not None) or ev.rank is not None or ev.local_rank is not None
+            named = ev.pid is not None or ev.rank is not None or ev.local_rank is not None
             keys = _keys(ev, ev.file in file_labels)  # may set ev.rank (old torch's "[Rank N]")
             fp = file_procs.get(ev.file, ())
             if len(fp) == 1:  # a file written by one process: everything in it is that process

@@ -139,7 +139,17 @@ class JobModel:
         return [r for r in range(self.ranks_expected) if r not in seen]
 
     def versions(self, what: str) -> list[str]:
-        return sorted({r.versions[what] for r in self.ranks if what in r.versions})
+        found = {r.versions[what] for r in self.ranks if what in r.versions}
+        if not found and what in _VERSION_LINES:
+            # No rank owns a version line (pdsh's "node7: NCCL version ..." names no writer): the job's lines still tell.
+            kind, name = _VERSION_LINES[what]
+            found = {str(e.get(name)) for e in self.by_kind(kind) if e.get(name)}
+        return sorted(found)
+
+
+#: versions() asked for -> (event kind, field) of the lines that state it.
+_VERSION_LINES = {"nccl": ("nccl_version", "version"), "nccl_cuda": ("nccl_version", "cuda"),
+                  "torch": ("torch_version", "version")}
 
 
 def world_size(events: list[Event]) -> int | None:
@@ -180,8 +190,11 @@ def build_job(events: list[Event], scans: list) -> JobModel:
     procs = build_processes(events, world)
     last_by_file = {s.path: s.last_lines for s in scans}
     # A group of events with no rank, host or pid (a bare "NCCL version" line in a shared file)
-    # is not a rank; its events stay in job.events for the rules.
-    attributed = [p for p in procs if p.rank is not None or p.host is not None or p.pid is not None]
+    # is not a rank; its events stay in job.events for the rules. Nor is the group of a file's lines
+    # that name no writer but carry a host prefix (pdsh's "node7: ..." on launcher lines and prints
+    # of every node): the host belongs to each line, not to one process.
+    attributed = [p for p in procs if p.rank is not None
+                  or ((p.host is not None or p.pid is not None) and p.key[0] != "file")]
     ranks = [_rank_state(p, last_by_file) for p in (attributed or procs)]
     _reconcile_across_ranks(ranks)
     ranks.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.host or "", r.pid or 0))
