@@ -21,6 +21,11 @@ CLASS_ORDER = ("MN1", "CFG1", "NC1", "NC2", "DSY1", "MN2", "NET1", "MN4", "DS1",
                "MN5", "NCX", "TO1", "WB1", "NV1", "NV2", "MN3")
 
 
+#: Warning-level classes that tell one rank's own stall or failure: when no rank failed at error
+#: level and the only error is MN3's wait, they name what the others waited for.
+RANK_STORIES = ("DS1", "TO2", "WD1", "WB1")
+
+
 def _first(findings: list[Finding], order: tuple[str, ...], floor: Severity = Severity.ERROR) -> Finding | None:
     for rid in order:
         cands = [f for f in findings if f.rule == rid and f.severity.level >= floor.level]
@@ -50,6 +55,12 @@ def _who(ranks: list[int], hosts: list[str], why: str) -> dict[str, Any]:
 def decide(job: JobModel, findings: list[Finding]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     culprit = _first(findings, CULPRIT_ORDER)
     klass = _first(findings, CLASS_ORDER) or _first(findings, CLASS_ORDER, Severity.WARNING)
+    if culprit is None and (klass is None or klass.rule == "MN3"):
+        # The only error is the others' wait: a warning-level story of one rank's own stall or
+        # failure (W&B start-up timeout, a stuck progress bar) is what they waited for.
+        story = _first(findings, RANK_STORIES, Severity.WARNING)
+        if story is not None and (story.ranks or story.hosts):
+            klass = story
     wait = next((f for f in findings if f.rule == "MN3" and f.severity is Severity.ERROR), None)
     if culprit is None and klass is None:
         return None, None

@@ -30,7 +30,7 @@ ERROR_KINDS = frozenset({
     "nccl_cuda_fail", "nccl_shm", "nccl_alloc_fail", "nccl_dup_gpu", "nccl_ib_cqe", "nccl_sock_closed",
     "nccl_connect_err", "nccl_ofi_error", "torch_nccl_error", "torch_nccl_err_kind", "nccl_warn",
     "nccl_socket_err", "nccl_no_iface", "nccl_version_mismatch", "torch_wd_exception",
-    "nccltests_failure", "dataloader_shm", "nccl_ib_qp_error",
+    "nccltests_failure", "dataloader_shm", "nccl_ib_qp_error", "wandb_timeout",
 })
 TIMEOUT_KINDS = frozenset({"torch_wd_timeout", "torch_wd_status", "torch_heartbeat_timeout",
                            "torch_watchdog_stuck", "torch_monitor_timeout", "gloo_timeout"})

@@ -66,6 +66,18 @@ def _exit_is_consequence(code: int | None, sig: str | None, job_timed_out: bool)
     return False
 
 
+#: The echo words other than the bare "timed out" / "timeout".
+_ECHO_WORDS = re.compile(_CONSEQUENCE.pattern.replace("|[Tt]imed out|[Tt]imeout", ""))
+
+
+def _own_timeout(etype: str, msg: str) -> bool:
+    """An exception of another package that timed out on its own (wandb's ServiceStartTimeoutError,
+    an HTTP client's ReadTimeout): a cause, although "timed out" usually echoes a peer's failure.
+    Only a type with a module path outside torch, and no other echo word in the message."""
+    module = etype.rpartition(".")[0]
+    return bool(module) and not module.startswith("torch") and _ECHO_WORDS.search(msg) is None
+
+
 def classify(ev: Event, job_timed_out: bool, rank_timed_out: bool) -> tuple[str, str] | None:
     """(category, description) when ``ev`` is a cause, None when it is a consequence or no error."""
     k, get = ev.kind, ev.get
@@ -76,7 +88,7 @@ def classify(ev: Event, job_timed_out: bool, rank_timed_out: bool) -> tuple[str,
         etype, msg = str(get("exc_type") or ""), str(get("msg") or "")
         if etype.rsplit(".", 1)[-1] in _ECHO_TYPES or (etype == "Exception" and not msg.strip()):
             return None
-        if _CONSEQUENCE.search(msg) and not _cuda_text(msg):
+        if _CONSEQUENCE.search(msg) and not _cuda_text(msg) and not _own_timeout(etype, msg):
             return None
         cat = "oom" if "OutOfMemory" in etype or "out of memory" in msg else \
             "cuda" if _cuda_text(msg) else "exception"
