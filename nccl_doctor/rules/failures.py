@@ -120,6 +120,22 @@ def _fail_ranks(job: JobModel, ev: Event) -> list[int | None]:
     return [global_rank(job, ev)]
 
 
+def _name_the_erring_child(job: JobModel, out: list[Failure]) -> None:
+    """A DeepSpeed launcher's exit report names its node, not the child (see ds_exit): when exactly
+    one rank of that node logged an error of its own before the report, that rank is the child."""
+    own = {f.rank for f in out if f.rank is not None}
+    for f in out:
+        if f.rank is not None or f.state is not None or not f.host or any(e.kind != "ds_exit" for e in f.events):
+            continue
+        t = f.ts
+        erring = [st for st in job.ranks if st.host == f.host and st.rank is not None and st.errors
+                  and (t is None or first_ts(st.errors) is None or first_ts(st.errors) <= t)]
+        if len(erring) == 1 and erring[0].rank not in own:
+            f.rank, f.state = erring[0].rank, erring[0]
+            f.what += f"; rank {erring[0].rank} is the one rank on {f.host} that logged an error before it"
+            f.events = [*f.events, erring[0].errors[0]]
+
+
 @_per_job
 def _file_hosts(job: JobModel) -> dict[str, set[str]]:
     """file -> hosts named by its NCCL line prefixes (host:pid:tid)."""
@@ -244,6 +260,7 @@ def failures(job: JobModel) -> list[Failure]:
                 f.category, f.what = cat, what  # a more specific line of the same failure
             f.events.append(ev)
     out = list(merged.values())
+    _name_the_erring_child(job, out)
     net_kinds = (*NETWORK_KINDS, "nccl_sock_closed", "nccl_socket_err")
     net_writers = {writer(job, e, line_key) for e in job.by_kind(*net_kinds)}
     for f in out:
