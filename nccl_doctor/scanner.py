@@ -311,6 +311,8 @@ class Scanner:
                 wanted.add(("local_rank", ev.local_rank))
             if ev.host is not None and ev.pid is not None and ev.kind.startswith("nccl_"):
                 wanted.add(("proc", ev.host, ev.pid))
+            if "launcher_pid" in ev.fields:
+                wanted.add(("lpid", ev.fields.get("launcher_ip"), ev.fields["launcher_pid"]))
         single = len(wanted) <= 1
         labelled = any(k[0] in ("rank", "local_rank") for k in wanted)
         quiet_ts: list[float] = []
@@ -333,6 +335,8 @@ class Scanner:
                 keys.append(("rank", lf["rank"]))
             elif "local_rank" in lf:
                 keys.append(("local_rank", lf["local_rank"]))
+            if "pid" in lf and "host" not in lf:  # Ray's "(Worker pid=N, ip=A)", as in _make_event
+                keys.append(("lpid", lf.get("ip"), lf["pid"]))
             who = _NCCL_WHO.match(rest)
             if who and len(who.group(2)) < 11:
                 keys.append(("proc", who.group(1), int(who.group(2))))
@@ -395,8 +399,12 @@ def _make_event(kind: str, fields: dict, lf: dict, path: str, line_no: int, text
     if lf:
         if ts is None:
             ts = event_time(lf, year)
-        if "ip" in lf:  # Ray's "(Worker pid=N, ip=A)": with the pid, who wrote the line (pids repeat across nodes)
-            fields.setdefault("launcher_ip", lf["ip"])
+        if "pid" in lf and "host" not in lf:
+            # Ray's "(Worker pid=N, ip=A)": a pid with no host name, the same on the worker's NCCL lines
+            # and on its prints; with the address, who wrote the line (pids repeat across nodes).
+            fields.setdefault("launcher_pid", lf["pid"])
+            if "ip" in lf:
+                fields.setdefault("launcher_ip", lf["ip"])
     # positional: this runs once per event (kind, file, line, host, pid, cuda_dev, rank, local_rank, ts, fields, text)
     return Event(kind, path, line_no, host, pid, cuda_dev, lf.get("rank"), lf.get("local_rank"), ts, fields,
                  text.strip()[:MAX_TEXT])

@@ -77,11 +77,11 @@ def _keys(ev: Event, file_has_labels: bool) -> list[tuple]:
     keys = []
     if ev.host is not None and ev.pid is not None:
         keys.append(("proc", ev.host, ev.pid))
-    ip = ev.fields.get("launcher_ip")
-    if ev.pid is not None and (ev.host is None or ip is not None):
+    lpid = ev.fields.get("launcher_pid")
+    if lpid is not None:
         # A launcher prefix that names the pid but no host (Ray's "(RayTrainWorker pid=N, ip=A)"):
         # the same pid and address in one file is one process, whose NCCL lines carry that prefix too.
-        keys.append(("lpid", ev.file, ip, ev.pid))
+        keys.append(("lpid", ev.file, ev.fields.get("launcher_ip"), lpid))
     if ev.rank is not None:
         keys.append(("rank", ev.rank))
     if ev.local_rank is not None:
@@ -114,7 +114,8 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
     # at their other fields.
     by_writer: dict[tuple, tuple] = {}
     for ev in events:
-        sig = (ev.file, ev.host, ev.pid, ev.rank, ev.local_rank, ev.fields.get("launcher_ip"))
+        sig = (ev.file, ev.host, ev.pid, ev.rank, ev.local_rank, ev.fields.get("launcher_pid"),
+               ev.fields.get("launcher_ip"))
         key0 = by_writer.get(sig)
         if key0 is None:
             named = ev.pid is not None or ev.rank is not None or ev.local_rank is not None

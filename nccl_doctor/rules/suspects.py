@@ -120,6 +120,8 @@ def writer_last_line(job: JobModel, ev: Event) -> LastLine | None:
     per_file = job.last_lines.get(ev.file) or {}
     st = owner(job, ev)
     keys = [("rank", ev.rank), ("local_rank", ev.local_rank), ("proc", ev.host, ev.pid)]
+    if "launcher_pid" in ev.fields:
+        keys.append(("lpid", ev.fields.get("launcher_ip"), ev.fields["launcher_pid"]))
     if st is not None:
         keys += [("rank", st.rank), ("proc", st.host, st.pid), ("local_rank", st.local_rank)]
     writers = [k for k in per_file if k is not None]
