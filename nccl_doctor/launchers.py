@@ -20,6 +20,8 @@ _RAY_RANK = re.compile(r"\[rank=(\d{1,7})\]")
 #: Words that end with ": " at a line start but are not hosts (pdsh detection must ignore them).
 _NOT_HOSTS = {"INFO", "WARNING", "ERROR", "DEBUG", "CRITICAL", "srun", "slurmstepd", "wandb", "Traceback",
               "RuntimeError", "Exception", "warnings", "NOTE", "Note", "usage", "error", "warning"}
+#: Prefixes added by log collectors outside every launcher: ambiguous launcher prefixes may follow them.
+_COLLECTORS = frozenset({"k8s_timestamp", "kubectl_prefix", "ansi_remnant"})
 _MIN_SHARE = {"srun_label": 0.6, "pdsh_host": 0.8, "mpich_rank": 0.9, "torchrun_template": 0.8}
 #: An unlabelled NCCL line proves that the stream is not labelled by the launcher.
 _BARE_NCCL = re.compile(r"^[\w.-]{1,253}:\d{1,10}:\d{1,10} \[\d{1,4}\] (?:NCCL )?(?:INFO|WARN)")
@@ -64,20 +66,31 @@ class LauncherStripper:
         self.active = tuple(lc for lc in all_l if not lc.ambiguous or lc.name in modes)
         self._gate = _gate(self.active)
 
-    def strip(self, text: str) -> tuple[dict, str]:
-        """Return (fields, rest). Fields: rank, local_rank, host, pid, ts, launcher names applied."""
+    def strip(self, text: str, nested: bool = False) -> tuple[dict, str]:
+        """Return (fields, rest). Fields: rank, local_rank, host, pid, ts, launcher names applied.
+
+        ``nested``: ``text`` is a record inside a line whose own prefix was already stripped (a glued
+        record): the ambiguous line-level prefixes (pdsh host, srun label) cannot start it."""
         fields: dict = {}
         rest = text
         gate = self._gate
+        applied: set[str] = set()
+        outer = not nested  # only collectors (timestamps, pod names) stripped so far
         for _ in range(8):  # bounded: at most a few nested prefixes exist in practice
             if gate is None or gate.match(rest) is None:
                 break
             for lc in self.active:
+                # Each prefix once, and the ambiguous ones (pdsh's "host: ", srun's "3: ") only outside
+                # the others: after "[rank3]: " a "ValueError: " is the message, not a host.
+                if lc.name in applied or (lc.ambiguous and not outer):
+                    continue
                 m = lc.regex.match(rest)
                 if m is None or m.end() == 0:
                     continue
                 tag = m.group(0)
                 rest = rest[m.end():]
+                applied.add(lc.name)
+                outer = outer and lc.name in _COLLECTORS
                 self._merge(lc, m, fields)
                 if lc.name == "openmpi_tag" and tag in rest:
                     # Open MPI injects its tag mid-record where stderr writes were split.

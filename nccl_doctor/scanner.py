@@ -187,7 +187,7 @@ class Scanner:
             # record glued on the line, and a record start found after it is not a glued record.
             line_lf, body = stripper.strip(text)
             for rec in split_glued(body):
-                lf, rest = stripper.strip(rec)
+                lf, rest = stripper.strip(rec, nested=True)
                 lf = stripper.within(line_lf, lf)
                 records = join_block(rest, take, peek)  # None unless rest heads a known block
                 for r in records or (rest,):
