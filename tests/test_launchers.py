@@ -116,10 +116,13 @@ def test_torchrun_prefix_template_is_removed_without_naming_a_rank():
 def test_ambiguous_prefix_applies_only_outside_the_others():
     """pdsh's "host: " starts a line; after "[rank166]: " the words "ValueError: " are the message."""
     stripper = LauncherStripper(frozenset({"pdsh_host"}))
-    fields, rest = stripper.strip("dgx-h100-63: [rank166]: ValueError: Expected input batch_size (8)")
+    line = "dgx-h100-63: [rank166]: ValueError: Expected input batch_size (8)"
+    fields, rest = stripper.strip(line)
     assert fields["host"] == "dgx-h100-63" and fields["rank"] == 166
     assert rest == "ValueError: Expected input batch_size (8)"
     # after a collector's timestamp it still applies; a glued record (nested) never starts with it
-    fields, rest = stripper.strip("2024-01-02T03:04:05Z worker-1: [rank3]: KeyError: x")
+    line = "2024-01-02T03:04:05Z worker-1: [rank3]: KeyError: x"
+    fields, rest = stripper.strip(line)
     assert fields["host"] == "worker-1" and rest == "KeyError: x"
-    assert stripper.strip("KeyError: x", nested=True) == ({}, "KeyError: x")
+    record = "KeyError: x"
+    assert stripper.strip(record, nested=True) == ({}, "KeyError: x")
