@@ -22,6 +22,7 @@ _NOT_HOSTS = {"INFO", "WARNING", "ERROR", "DEBUG", "CRITICAL", "srun", "slurmste
               "RuntimeError", "Exception", "warnings", "NOTE", "Note", "usage", "error", "warning"}
 #: Prefixes added by log collectors outside every launcher: ambiguous launcher prefixes may follow them.
 _COLLECTORS = frozenset({"k8s_timestamp", "kubectl_prefix", "ansi_remnant"})
+_DIGITS = re.compile(r"\d+")
 _MIN_SHARE = {"srun_label": 0.6, "pdsh_host": 0.8, "mpich_rank": 0.9, "torchrun_template": 0.8}
 #: An unlabelled NCCL line proves that the stream is not labelled by the launcher.
 _BARE_NCCL = re.compile(r"^[\w.-]{1,253}:\d{1,10}:\d{1,10} \[\d{1,4}\] (?:NCCL )?(?:INFO|WARN)")
@@ -169,7 +170,9 @@ def detect_modes(sample_lines: list[str], launchers: tuple[Launcher, ...] | None
                 if lc.name == "pdsh_host" and val in _NOT_HOSTS:
                     continue
                 hits += 1
-                values.add(val)
+                # pdsh's host names share a shape (dgx-h100-43, dgx-h100-50: "dgx-h0-0"); a
+                # 128-node job shows 128 hosts in its first lines, words before a colon do not.
+                values.add(_DIGITS.sub("0", val))
         if hits >= _MIN_SHARE[lc.name] * len(stripped) and (lc.name != "pdsh_host" or len(values) <= max(1, hits // 3)):
             modes.add(lc.name)
     if "srun_label" in modes:

@@ -126,3 +126,14 @@ def test_ambiguous_prefix_applies_only_outside_the_others():
     assert fields["host"] == "worker-1" and rest == "KeyError: x"
     record = "KeyError: x"
     assert stripper.strip(record, nested=True) == ({}, "KeyError: x")
+
+
+def test_pdsh_output_of_many_nodes_is_detected():
+    """A 128-node DeepSpeed job through pdsh shows a different host on nearly every first line; the
+    names share one shape (digits aside), unlike many different words before a colon."""
+    lines = [f"dgx-h100-{n}: [2024-06-08 09:05:50,000] [INFO] [launch.py:164:main] dist_world_size=1024"
+             for n in range(200)]
+    assert "pdsh_host" in detect_modes(lines)
+    letters = "abcdefghijklmnopqrst"
+    words = [f"{a}{b}key: value" for a in letters for b in letters][:200]  # 200 distinct words
+    assert "pdsh_host" not in detect_modes(words)
