@@ -150,8 +150,8 @@ def _classify_exit(ev: Event, job_timed_out: bool) -> tuple[str, str] | None:
         code = int_in(get("code"))
         if _exit_is_consequence(code, None, job_timed_out) is not False:
             return None
-        sig = f"{_signal_name(-code)}; " if code is not None and code < 0 and _signal_name(-code) else ""
-        return "exit", f"exit code {code} ({sig}local rank {get('local_rank')}, pid {get('pid')})"
+        sig = _signal_of(code)
+        return "exit", f"exit code {code} ({sig + '; ' if sig else ''}local rank {get('local_rank')}, pid {get('pid')})"
     if k == "slurm_task_exit":
         code, how = int_in(get("code")), str(get("how") or "").strip()
         if how in ("Killed", "Terminated") or (how == "Aborted" and job_timed_out):
@@ -174,11 +174,16 @@ def _classify_exit(ev: Event, job_timed_out: bool) -> tuple[str, str] | None:
             return None
         # The launcher prints the command it spawned last, not the one of the child that died
         # (deepspeed/launcher/launch.py: `cmd` is left over from its spawn loop): no rank from it.
-        sig = f" ({_signal_name(-code)})" if code is not None and code < 0 and _signal_name(-code) else ""
-        return "exit", f"exit code {code}{sig} of a child of the DeepSpeed launcher (which one it does not say)"
+        sig = _signal_of(code)
+        return "exit", f"exit code {code}{f' ({sig})' if sig else ''} of a child of the DeepSpeed launcher (which one it does not say)"
     if k == "mpi_abort":
         return "exit", ev.text.strip()[:200]
     return None
+
+
+def _signal_of(code: int | None) -> str | None:
+    """-9 -> 'SIGKILL': a launcher's negative exit code is the signal that ended the child."""
+    return _signal_name(-code) if code is not None and code < 0 else None
 
 
 def _signal_name(num: int) -> str | None:
