@@ -73,3 +73,11 @@ def test_stdin():
     data = (REAL / "077_other_nccl_errors.log").read_bytes()
     r = subprocess.run([sys.executable, "-m", "nccl_doctor", "analyze", "-"], input=data, capture_output=True, timeout=60)
     assert r.returncode == 1 and b"NC1" in r.stdout
+
+
+def test_last_line_when_the_log_names_no_rank_or_host():
+    # 048: torchelastic's worker failed with "NCCL error: invalid argument" and the excerpt names
+    # neither its rank nor its host.
+    r = run("analyze", str(REAL / "048_mn5_elastic_restart.log"))
+    last = next(ln for ln in r.stdout.splitlines() if ln.startswith("LAST"))
+    assert last.split(None, 1)[1].startswith("a process (rank and host not in the logs): RK1:")

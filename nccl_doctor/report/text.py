@@ -43,7 +43,8 @@ def build(report, verbose: bool = False) -> Text:
     last = report.last_rank_to_report
     if last:
         who = f"rank {last['rank']}" if last.get("rank") is not None else (
-            "ranks " + ", ".join(map(str, last.get("ranks", []))) if last.get("ranks") else "host")
+            "ranks " + ", ".join(map(str, last.get("ranks", []))) if last.get("ranks")
+            else "a process" if last.get("host") else "a process (rank and host not in the logs)")
         row("LAST", f"{who}{' on ' + last['host'] if last.get('host') else ''}: {last['why']}")
     out.append("\n")
     for f in report.findings:
