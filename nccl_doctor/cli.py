@@ -100,6 +100,9 @@ def entry() -> None:
         sys.stdout.flush()
     except BrokenPipeError:
         pass  # the reader left (| head); nothing more to say to it
+    except OSError as exc:  # a full disk or a closed terminal: the report is not out
+        sys.stderr.write(f"nccl-doctor: cannot write the report: {exc.strerror or exc}\n")
+        status = 2
     try:
         sys.stderr.flush()
     except OSError:

@@ -81,3 +81,18 @@ def test_last_line_when_the_log_names_no_rank_or_host():
     r = run("analyze", str(REAL / "048_mn5_elastic_restart.log"))
     last = next(ln for ln in r.stdout.splitlines() if ln.startswith("LAST"))
     assert last.split(None, 1)[1].startswith("a process (rank and host not in the logs): RK1:")
+
+
+def test_full_disk_is_a_one_line_error():
+    import os
+
+    import pytest
+
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-m", "nccl_doctor", "analyze", str(HANG)], stdout=full,
+                           stderr=subprocess.PIPE, text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 2
+    assert r.stderr.startswith("nccl-doctor: ") and "No space left on device" in r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
