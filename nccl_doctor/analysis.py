@@ -13,6 +13,7 @@ from typing import Any
 
 from .discover import InputError, InputFile, discover
 from .events import Event, Skipped
+from .evidence.status import assign_statuses
 from .findings import Finding, Severity
 from .model import JobModel, build_job
 from .scanner import FileScan, Scanner, fix_years
@@ -158,6 +159,7 @@ def analyze_scans(scans: list[FileScan], skipped: list[Skipped], *, select=None,
     events = [e for s in read for e in s.events] + list(extra_events or [])
     fix_years(events)
     job = build_job(events, read)
+    assign_statuses(job)  # derived evidence: who failed, lagged, went silent or only waited
     findings, notes = rules.run(job, select=select, ignore=ignore, min_severity=min_severity)
     verdict, last = decide(job, findings)
     inputs = {

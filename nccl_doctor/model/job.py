@@ -12,7 +12,6 @@ from typing import Any
 
 from ..events import Event, LastLine
 from .identity import Proc, build_processes
-from .status import assign_statuses
 
 #: Init stages in the order NCCL reaches them.
 STAGES = ("none", "started", "bootstrap", "init_start", "topology", "connected", "init_complete",
@@ -207,7 +206,6 @@ def build_job(events: list[Event], scans: list) -> JobModel:
         for e in r.events:
             if e.rank is None and r.rank is not None:
                 e.rank = r.rank
-    assign_statuses(job)
     return job
 
 

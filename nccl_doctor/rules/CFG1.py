@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..events import Event
+from ..evidence.facts import first_ts
+from ..evidence.nccl_facts import dup_gpu_errors, in_causal_order, int_in, ranks_hosts
 from ..model import JobModel
 from .base import Rule
-from .facts import first_ts
-from .nccl_facts import dup_gpu_errors, in_causal_order, int_in, ranks_hosts
 
 
 def check(job: JobModel, rule: Rule) -> list:

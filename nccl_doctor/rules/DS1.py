@@ -18,11 +18,11 @@ The barrier warning alone is benign (info): torch prints it whenever ``device_id
 from __future__ import annotations
 
 from ..events import Event
+from ..evidence.facts import first_ts
+from ..evidence.launcher_facts import ranks_text
+from ..evidence.nccl_facts import int_in, ranks_hosts
 from ..model import JobModel
 from .base import Rule
-from .facts import first_ts
-from .launcher_facts import ranks_text
-from .nccl_facts import int_in, ranks_hosts
 
 DEVICE_ID_SINCE = (0, 17, 3)
 _DS_KINDS = ("ds_version", "ds_init_backend", "ds_mpi", "ds_rank_map", "ds_spawn")

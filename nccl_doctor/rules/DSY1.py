@@ -18,13 +18,13 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 
+from ..evidence import facts
+from ..evidence.dumps import Mismatch as DumpMismatch
+from ..evidence.dumps import dump_facts
+from ..evidence.facts import name_ranks, pg_label
 from ..findings import Finding
-from ..flightrec.analysis import Mismatch as DumpMismatch
-from ..flightrec.analysis import dump_facts
 from ..model import JobModel
-from . import facts
 from .base import Rule
-from .facts import name_ranks, pg_label
 
 #: Ops whose element counts legitimately differ across ranks (or are not counts at all).
 _UNEVEN = ("SEND", "RECV", "RECVANYSOURCE", "GATHER", "SCATTER", "ALLTOALL", "ALLTOALL_BASE", "COALESCED",

@@ -20,10 +20,10 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..events import Event
+from ..evidence.facts import first_ts
+from ..evidence.nccl_facts import driver_too_old, fabric_errors, in_causal_order, nvls_errors, on, ranks_hosts
 from ..model import JobModel, stage_index
 from .base import Rule
-from .facts import first_ts
-from .nccl_facts import driver_too_old, fabric_errors, in_causal_order, nvls_errors, on, ranks_hosts
 
 #: Kinds that show a process is stuck for another, already-explained reason (not the fabric).
 _OTHER_CAUSES = frozenset({"nccl_connect_err", "nccl_shm", "nccl_alloc_fail", "nccl_dup_gpu", "nccl_no_iface",

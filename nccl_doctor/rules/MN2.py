@@ -20,10 +20,8 @@ NET1 reports it.
 from __future__ import annotations
 
 from ..events import Event
-from ..model import JobModel
-from .base import Rule
-from .facts import first_ts
-from .nccl_facts import (
+from ..evidence.facts import first_ts
+from ..evidence.nccl_facts import (
     HostNet,
     bare_addr,
     bridge_connect_errors,
@@ -38,6 +36,8 @@ from .nccl_facts import (
     suspicious_addr,
     suspicious_iface,
 )
+from ..model import JobModel
+from .base import Rule
 
 
 def check(job: JobModel, rule: Rule) -> list:

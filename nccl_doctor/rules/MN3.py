@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections import Counter
 
 from ..events import Event
+from ..evidence import facts
+from ..evidence.dumps import dump_facts
+from ..evidence.facts import fmt_ms, fmt_ranks, pg_label, plural
 from ..findings import Finding, Severity
-from ..flightrec.analysis import dump_facts
 from ..model import JobModel, pg_key
-from . import facts
 from .base import Rule
-from .facts import fmt_ms, fmt_ranks, pg_label, plural
 
 
 def check(job: JobModel, rule: Rule) -> list[Finding]:

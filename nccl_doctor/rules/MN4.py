@@ -20,10 +20,16 @@ A small first collective (``NumelIn=1`` barrier) that hangs is not size-dependen
 
 from __future__ import annotations
 
-from ..model import JobModel
-from .base import Rule
-from .facts import first_failure, first_ts, fmt_ranks, lagging_ranks, pg_label, plural, timeouts_by_pg
-from .nccl_facts import (
+from ..evidence.facts import (
+    first_failure,
+    first_ts,
+    fmt_ranks,
+    lagging_ranks,
+    pg_label,
+    plural,
+    timeouts_by_pg,
+)
+from ..evidence.nccl_facts import (
     after_init,
     host_networks,
     in_causal_order,
@@ -33,6 +39,8 @@ from .nccl_facts import (
     transport_fault,
     transport_tier,
 )
+from ..model import JobModel
+from .base import Rule
 
 #: NumelIn from which a collective is "large": 256 KiB of fp32, far above any MTU.
 LARGE_NUMEL = 1 << 16

@@ -19,11 +19,18 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ..events import Event
+from ..evidence.facts import Failure, classify, first_failure, first_ts
+from ..evidence.launcher_facts import (
+    attempt_in_path,
+    error_signature,
+    ranks_text,
+    short,
+    step_of,
+    strip_attempt,
+)
+from ..evidence.nccl_facts import int_in, ranks_hosts
 from ..model import JobModel
 from .base import Rule
-from .facts import Failure, classify, first_failure, first_ts
-from .launcher_facts import attempt_in_path, error_signature, ranks_text, short, step_of, strip_attempt
-from .nccl_facts import int_in, ranks_hosts
 
 #: Errors whose repetition across attempts means a crash loop (a deterministic failure). Signals
 #: are left out: every attempt's teardown repeats them whatever the cause.

@@ -12,11 +12,11 @@ Not a fault: a scale-in (host blacklisted, a worker exits) after which training 
 from __future__ import annotations
 
 from ..events import Event
+from ..evidence.facts import first_ts
+from ..evidence.launcher_facts import ints_in, progress_after, ranks_text
+from ..evidence.nccl_facts import int_in, ranks_hosts
 from ..model import JobModel
 from .base import Rule
-from .facts import first_ts
-from .launcher_facts import ints_in, progress_after, ranks_text
-from .nccl_facts import int_in, ranks_hosts
 
 
 def _is_fatal_stop(ev: Event) -> bool:

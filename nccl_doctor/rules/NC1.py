@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import re
 
+from ..evidence.facts import first_ts
+from ..evidence.nccl_facts import in_causal_order, on, ranks_hosts, shm_errors
 from ..model import JobModel
 from .base import Rule
-from .facts import first_ts
-from .nccl_facts import in_causal_order, on, ranks_hosts, shm_errors
 
 _SIZE = re.compile(r"(?:to|size) (\d{4,})(?: bytes)?")
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import re
 
+from ..evidence.facts import first_ts
+from ..evidence.nccl_facts import in_causal_order, nccl_oom_errors, on, ranks_hosts, transport_errors
 from ..model import JobModel
 from .base import Rule
-from .facts import first_ts
-from .nccl_facts import in_causal_order, nccl_oom_errors, on, ranks_hosts, transport_errors
 
 _BYTES = re.compile(r"(\d{3,}) bytes")
 

@@ -16,10 +16,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..events import Event
-from ..model import JobModel
-from .base import Rule
-from .facts import first_ts
-from .nccl_facts import (
+from ..evidence.facts import first_ts
+from ..evidence.nccl_facts import (
     RESULT_NAMES,
     after_shutdown,
     benign_warn,
@@ -35,6 +33,8 @@ from .nccl_facts import (
     transport_fault,
     who,
 )
+from ..model import JobModel
+from .base import Rule
 
 #: Phrase -> (ncclResult_t name, meaning), first match wins.
 _MEANINGS = (

@@ -16,10 +16,8 @@ address belong to MN2.
 from __future__ import annotations
 
 from ..events import Event
-from ..model import JobModel
-from .base import Rule
-from .facts import first_ts, host_of
-from .nccl_facts import (
+from ..evidence.facts import first_ts, host_of
+from ..evidence.nccl_facts import (
     after_init,
     peer_addr,
     peer_of,
@@ -29,6 +27,8 @@ from .nccl_facts import (
     transport_tier,
     who,
 )
+from ..model import JobModel
+from .base import Rule
 
 _IB_STATUS = {12: "transport retry counter exceeded (IBV_WC_RETRY_EXC_ERR: the peer stopped acknowledging)",
               4: "local protection error (IBV_WC_LOC_PROT_ERR: memory registration / GPUDirect problem)",

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..events import Event
+from ..evidence.facts import first_ts
+from ..evidence.nccl_facts import driver_too_old, place, ranks_hosts
 from ..model import JobModel
 from .base import Rule
-from .facts import first_ts
-from .nccl_facts import driver_too_old, place, ranks_hosts
 
 _WHAT = {"nccl": "NCCL", "nccl_cuda": "CUDA runtime (NCCL build)", "torch": "torch"}
 _SOURCE_KINDS = {"nccl": ("nccl_version", "torch_nccl_error"), "nccl_cuda": ("nccl_version",),

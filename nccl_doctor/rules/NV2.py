@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..events import Event
+from ..evidence.facts import first_ts
+from ..evidence.nccl_facts import place, proc_key, ranks_hosts
 from ..model import JobModel
 from .base import Rule
-from .facts import first_ts
-from .nccl_facts import place, proc_key, ranks_hosts
 
 #: Variables whose value is legitimately per process (file names with %h/%p expanded, ids).
 _PER_PROCESS = frozenset({"NCCL_DEBUG_FILE", "NCCL_COMM_ID", "NCCL_HOSTID", "NCCL_LAUNCH_MODE"})

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import re
 
+from ..evidence import facts
+from ..evidence.facts import fmt_ranks, plural
 from ..findings import Finding, Severity
 from ..model import JobModel
-from . import facts
 from .base import Rule
-from .facts import fmt_ranks, plural
 
 #: Failures this close in time (or untimed) with the same message are one event seen by several ranks.
 SAME_TIME_S = 60.0

@@ -11,11 +11,11 @@ evidence: without a known world size and per-rank files we say "hint", not "miss
 
 from __future__ import annotations
 
+from ..evidence import facts
+from ..evidence.facts import fmt_ranks, plural
 from ..findings import Finding, Severity
 from ..model import JobModel
-from . import facts
 from .base import Rule
-from .facts import fmt_ranks, plural
 
 
 def check(job: JobModel, rule: Rule) -> list[Finding]:

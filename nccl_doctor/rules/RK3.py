@@ -10,11 +10,11 @@ are only compared within one process group.
 
 from __future__ import annotations
 
+from ..evidence import facts
+from ..evidence.facts import fmt_ranks
 from ..findings import Finding
 from ..model import JobModel
-from . import facts
 from .base import Rule
-from .facts import fmt_ranks
 
 
 def check(job: JobModel, rule: Rule) -> list[Finding]:

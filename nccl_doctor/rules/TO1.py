@@ -11,11 +11,11 @@ from __future__ import annotations
 from statistics import median
 
 from ..events import Event
+from ..evidence import facts
+from ..evidence.facts import fmt_ms
 from ..findings import Evidence, Finding, Severity
 from ..model import JobModel
-from . import facts
 from .base import Rule
-from .facts import fmt_ms
 
 _VARS = ("NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ASYNC_ERROR_HANDLING")
 #: A hang is a gap with no progress of at least this long, and this many step intervals.

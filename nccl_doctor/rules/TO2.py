@@ -9,11 +9,11 @@ ranks that timed out themselves, or after which the log moved on, are not eviden
 
 from __future__ import annotations
 
+from ..evidence import facts
+from ..evidence.facts import fmt_ms, pg_label
 from ..findings import Finding, Severity
 from ..model import JobModel
-from . import facts
 from .base import Rule
-from .facts import fmt_ms, pg_label
 
 
 def check(job: JobModel, rule: Rule) -> list[Finding]:

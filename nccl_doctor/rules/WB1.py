@@ -10,11 +10,11 @@ timeout and the other ranks' timeouts followed), so the verdict names W&B as the
 
 from __future__ import annotations
 
+from ..evidence.facts import first_failure, first_ts
+from ..evidence.launcher_facts import ranks_text, short
+from ..evidence.nccl_facts import ranks_hosts
 from ..model import JobModel
 from .base import Rule
-from .facts import first_failure, first_ts
-from .launcher_facts import ranks_text, short
-from .nccl_facts import ranks_hosts
 
 
 def check(job: JobModel, rule: Rule) -> list:

@@ -10,9 +10,9 @@ collective timeout or exception" after an ordinary timeout is not a hang and is 
 
 from __future__ import annotations
 
+from ..evidence import facts
 from ..findings import Finding, Severity
 from ..model import JobModel
-from . import facts
 from .base import Rule
 
 

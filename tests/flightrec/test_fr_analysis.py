@@ -8,8 +8,8 @@ import pytest
 from fr_builders import STEP, VERSIONS, build, write_job
 
 from nccl_doctor.discover import discover
+from nccl_doctor.evidence.dumps import facts_from_events
 from nccl_doctor.flightrec import split_dumps
-from nccl_doctor.flightrec.analysis import facts_from_events
 
 AR = ("all_reduce", [[1024]], "Float")
 BC = ("broadcast", [[256]], "Float")

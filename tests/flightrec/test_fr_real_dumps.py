@@ -8,8 +8,8 @@ import pytest
 
 from nccl_doctor import analyze
 from nccl_doctor.discover import discover
+from nccl_doctor.evidence.dumps import dump_facts, facts_from_events
 from nccl_doctor.flightrec import split_dumps
-from nccl_doctor.flightrec.analysis import dump_facts, facts_from_events
 
 CASES = Path(__file__).resolve().parents[2] / "fixtures" / "flightrec"
 

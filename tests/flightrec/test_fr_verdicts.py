@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from nccl_doctor import analyze
-from nccl_doctor.rules import facts
+from nccl_doctor.evidence import facts
 
 CASES = Path(__file__).resolve().parents[2] / "fixtures" / "flightrec"
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..events import Event, LastLine
-from ..flightrec.analysis import dump_facts
 from ..model import JobModel, RankState, pg_key, stage_index
+from .dumps import dump_facts
 from .facts import _per_job, count_ranks, global_rank, int_in, owner, per_rank_layout, pg_label, plural
 from .failures import failures, job_failed, killed_ranks
 from .timeouts import WatchdogKill, timed_out_states, timeouts_by_pg, watchdog_kills

@@ -11,16 +11,12 @@ A rank that failed and then also timed out is "failed"; the order below is the p
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .job import JobModel
+from ..model import JobModel
+from . import facts
 
 
 def assign_statuses(job: JobModel) -> None:
-    """Set ``RankState.status`` on every rank of the job (called at the end of ``build_job``)."""
-    from ..rules import facts  # imported here: the rules package imports the model
-
+    """Set ``RankState.status`` on every rank of the job (the analysis calls it right after ``build_job``)."""
     by_state: dict[int, str] = {}
     by_rank: dict[int, str] = {}
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..events import Event
-from ..flightrec.analysis import dump_facts
 from ..model import JobModel, RankState
 from .causes import _OWN_ERRORS, _REPORTS, CAUSE_KINDS, NETWORK_KINDS, classify
+from .dumps import dump_facts
 from .facts import _per_job, first_ts, global_rank, host_of, int_in, line_key, owner, writer
 from .timeouts import timed_out_states, timeouts_by_pg, watchdog_kills
 

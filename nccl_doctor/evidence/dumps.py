@@ -13,7 +13,7 @@
 cite the facts' ``evidence`` events (dump path and entry position) and copy their ``summary``.
 Sequence numbers compare only within one process group (``model.pg_key``).
 
-Run ``python -m nccl_doctor.flightrec.analysis PATH...`` to print the facts of a folder of dumps.
+Run ``python -m nccl_doctor.evidence.dumps PATH...`` to print the facts of a folder of dumps.
 """
 
 from __future__ import annotations
@@ -394,11 +394,11 @@ def main(argv: list[str] | None = None) -> int:
     import sys
 
     from ..discover import discover
-    from . import split_dumps
+    from ..flightrec import split_dumps
 
     paths = sys.argv[1:] if argv is None else argv
     if not paths:
-        print("usage: python -m nccl_doctor.flightrec.analysis PATH...", file=sys.stderr)
+        print("usage: python -m nccl_doctor.evidence.dumps PATH...", file=sys.stderr)
         return 2
     files, skipped = discover(paths)
     events, _logs, bad = split_dumps(files)
