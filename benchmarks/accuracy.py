@@ -1,10 +1,13 @@
-"""Culprit accuracy on generated hangs: every scenario x layout x size, verdict vs expected.json.
+"""Accuracy: real runs first, then real excerpts, then generated hangs.
 
-    python benchmarks/accuracy.py --sizes 64,256,1024 [--layouts per-rank,...] [--json out.json]
+    python benchmarks/accuracy.py [--sizes 64,256,1024] [--layouts per-rank,...] [--real-only] [--json out.json]
 
-A case passes when the verdict names the injected culprit: its ranks (rank-level classes) or its
-hosts (host-level classes) are in the verdict, and the scenario's rules fire. Healthy jobs pass when
-no finding has severity error.
+* Real runs (fixtures/realruns/*/expected.json: real torchrun jobs with one injected fault) and
+  real excerpts (fixtures/real/*.json labels) are judged by fixtures/realruns/judge.py, the same
+  judge the tests use.
+* Generated hangs: every scenario x layout x size; a case passes when the verdict names the injected
+  culprit: its ranks (rank-level classes) or its hosts (host-level classes) are in the verdict, and
+  the scenario's rules fire. Healthy jobs pass when no finding has severity error.
 """
 
 from __future__ import annotations
@@ -19,10 +22,36 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "fixtures"))
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "fixtures" / "realruns"))
 
 from generator import LAYOUTS, SCENARIOS, generate_job  # noqa: E402
+from judge import judge_labels, judge_run  # noqa: E402
 
 from nccl_doctor import analyze  # noqa: E402
+
+
+def real_accuracy(verbose: bool = True) -> list[dict]:
+    """Every recorded real run and every real excerpt, judged; prints a line per miss and the totals."""
+    rows = []
+    for exp in sorted((ROOT / "fixtures" / "realruns").glob("*/expected.json")):
+        expected = json.loads(exp.read_text(encoding="utf-8"))
+        report = analyze([str(exp.parent)], jobs=1)
+        ok, why = judge_run(report, expected)
+        rows.append({"set": "real runs", "case": exp.parent.name, "ok": ok, "why": why,
+                     "verdict": (report.verdict or {}).get("summary")})
+    for sidecar in sorted((ROOT / "fixtures" / "real").glob("*.json")):
+        labels = json.loads(sidecar.read_text(encoding="utf-8")).get("rules")
+        if not labels:
+            continue
+        ok, why = judge_labels(analyze([str(sidecar.with_suffix(".log"))], jobs=1), labels)
+        rows.append({"set": f"real excerpts ({labels.get('tier', 'core')})", "case": sidecar.stem, "ok": ok, "why": why})
+    for row in rows:
+        if not row["ok"] and verbose:
+            print(f"FAIL {row['set']:<22} {row['case']:<32} {row['why']}", flush=True)
+    for name in sorted({r["set"] for r in rows}, key=lambda n: (not n.startswith("real runs"), n)):
+        sub = [r for r in rows if r["set"] == name]
+        print(f"{name}: {sum(r['ok'] for r in sub)}/{len(sub)} judged right")
+    return rows
 
 
 def judge(report, expected: dict) -> tuple[bool, str]:
@@ -58,7 +87,13 @@ def main() -> int:
     ap.add_argument("--scenarios", default=",".join(SCENARIOS))
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json")
+    ap.add_argument("--real-only", action="store_true", help="only the real runs and real excerpts")
     args = ap.parse_args()
+    real = real_accuracy()
+    if args.real_only:
+        if args.json:
+            Path(args.json).write_text(json.dumps(real, indent=1))
+        return 0
     rows = []
     t0 = time.perf_counter()
     for size in [int(s) for s in args.sizes.split(",")]:
@@ -82,7 +117,7 @@ def main() -> int:
         sub = [r for r in faults if r["size"] == size]
         print(f"  {size:>5} ranks: {sum(r['ok'] for r in sub)}/{len(sub)}")
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
+        Path(args.json).write_text(json.dumps(real + rows, indent=1))
     return 0
 
 

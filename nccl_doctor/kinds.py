@@ -103,9 +103,13 @@ KINDS: dict[str, str] = {
     "torch_barrier_device_unknown": "pg_rank, gpu: 'using GPU N to perform barrier as devices used by this process are currently unknown'",
     "torch_gil": "ms: 'Could not acquire GIL within 300 ms on exit'",
     "torch_version": "version: 'torch 2.4.1' / 'PyTorch version: 2.4.1' / 'torch.__version__ = 2.4.1'",
+    "rank_world": "rank (optional), world_size: a script's own print of its rank and the world size ('rank 3 of 8', "
+    "'world_size=8')",
     "torch_store_timeout": "exc_type, err, store_err: TCPStore / rendezvous / store get timeouts ('Timed out after N "
     "seconds waiting for clients', 'wait timeout', 'Socket Timeout', a ncclUniqueId store get that 'got error: "
     "<store_err>' with a timeout)",
+    "torch_barrier_missing": "reporter (rank 0), ranks (text: '5' or '1, 2'), timeout_ms, exc_type: monitored_barrier "
+    "'[Rank 0]: Rank(s) R failed to pass monitoredBarrier in N ms' (the ranks that did not arrive)",
     "gloo_timeout": "timeout_ms, op (recv|send), exc_type, srcfile_msg, srcline_msg: gloo transport timeout of a "
     "collective '[../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 1800000ms for recv "
     "operation to complete'",

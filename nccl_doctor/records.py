@@ -77,6 +77,13 @@ def join_block(record: str, next_line: NextLine, peek_line: NextLine) -> list[st
         return [" ".join(parts)]
     if stripped in (_CFE_ROOT, _CFE_FAIL):
         return _join_cfe(stripped, next_line, peek_line)
+    if stripped.startswith(_TERMINATE):
+        # std::terminate prints the exception's what() on the next line: what it was is there.
+        nxt = peek_line()
+        if nxt is not None and nxt.lstrip().startswith("what():"):
+            next_line()
+            return [f"{stripped} {nxt.strip()}"]
+        return [stripped]
     if stripped.endswith(("Stalled ranks:", "Missing ranks:")):
         out = []
         for _ in range(10000):
@@ -116,7 +123,8 @@ def _join_cfe(header: str, next_line: NextLine, peek_line: NextLine) -> list[str
     return [prefix + rec for rec in out] or [header]
 
 
-BLOCK_LITERALS = ("Rendezvous complete", _CFE_ROOT, _CFE_FAIL, "Stalled ranks:", "Missing ranks:")
+_TERMINATE = "terminate called after throwing an instance of"
+BLOCK_LITERALS = ("Rendezvous complete", _CFE_ROOT, _CFE_FAIL, "Stalled ranks:", "Missing ranks:", _TERMINATE)
 
 #: A wrapped continuation: not blank, and not the start of a new prefixed record.
 _NEW_RECORD = re.compile(

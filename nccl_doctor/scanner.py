@@ -190,6 +190,8 @@ class Scanner:
                 lf, rest = stripper.strip(rec, nested=True)
                 lf = stripper.within(line_lf, lf)
                 records = join_block(rest, take, peek)  # None unless rest heads a known block
+                if records is None and rest.startswith("    ") and _quotes_source(chunk, s, stripper):
+                    continue  # a traceback's quoted source line: code, not what happened
                 for r in records or (rest,):
                     # Records cut from this line hold only literals the line holds; a joined block
                     # reaches into the next lines, so its candidates come from its shape.
@@ -384,6 +386,20 @@ def fix_years(events: list[Event]) -> None:
     for e in events:
         if e.ts is not None and "mmdd" in e.fields and "hms" in e.fields and time.gmtime(e.ts).tm_year != year:
             e.ts = parse_mmdd(str(e.fields["mmdd"]), str(e.fields["hms"]), year)
+
+
+#: A Python traceback's frame line: the line after it quotes the source, indented by four spaces.
+_FRAME_LINE = re.compile(r'^\s{2}File "[^"\n]{1,4096}", line \d{1,9}')
+
+
+def _quotes_source(chunk: bytes, s: int, stripper: LauncherStripper) -> bool:
+    """The line starting at ``s`` follows a traceback frame line (same launcher prefix stripped): it
+    is the quoted source line ("    raise RendezvousTimeoutError"), whatever words it holds."""
+    if s <= 0:
+        return False
+    p_start = chunk.rfind(b"\n", 0, s - 1) + 1
+    prev = stripper.strip(clean_line(chunk[p_start:s - 1]))[1]
+    return _FRAME_LINE.match(prev) is not None
 
 
 def _make_event(kind: str, fields: dict, lf: dict, path: str, line_no: int, text: str, year: int) -> Event:

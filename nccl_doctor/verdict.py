@@ -94,6 +94,10 @@ def decide(job: JobModel, findings: list[Finding]) -> tuple[dict[str, Any] | Non
         parts.append(f"then {wait.summary} (MN3)" if parts else wait.summary)
     if culprit is None and (klass is None or klass.rule == "MN3"):
         parts.append("the evidence does not single out one rank")
+    if ranks and not hosts:  # where the culprit ran, when a rule named only its rank
+        hosts = sorted({job.rank_hosts[r] for r in ranks if r in job.rank_hosts})
+        if last is not None and last.get("host") is None and len(hosts) == 1:
+            last["host"] = hosts[0]
     rule = klass.rule if klass is not None and klass.rule != "MN3" else (culprit.rule if culprit else "MN3")
     verdict = {"summary": "; ".join(p.rstrip(".") for p in parts if p), "rule": rule,
                "ranks": sorted(set(ranks)), "hosts": sorted(set(hosts))}

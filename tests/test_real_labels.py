@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,9 @@ import pytest
 from nccl_doctor import analyze
 
 REAL = Path(__file__).resolve().parent.parent / "fixtures" / "real"
+sys.path.insert(0, str(REAL.parent / "realruns"))
+
+from judge import judge_labels  # noqa: E402
 
 
 def _cases(tier: str) -> list:
@@ -23,17 +27,8 @@ def _cases(tier: str) -> list:
 
 
 def _check(log: Path, labels: dict) -> None:
-    report = analyze([str(log)], jobs=1)
-    firing = {f.rule for f in report.findings if f.severity.value in ("warning", "error")}
-    errors = [f"{f.rule}: {f.summary}" for f in report.findings if f.severity.value == "error"]
-    for rid in labels.get("must_all", []):
-        assert rid in firing, f"{rid} must fire; fired {sorted(firing)}"
-    if labels.get("must_any"):
-        assert firing & set(labels["must_any"]), f"one of {labels['must_any']} must fire; fired {sorted(firing)}"
-    for rid in labels.get("must_not", []):
-        assert rid not in firing, f"{rid} must not fire"
-    if labels.get("no_error_findings"):
-        assert not errors, f"no error finding expected, got {errors}"
+    ok, why = judge_labels(analyze([str(log)], jobs=1), labels)
+    assert ok, why
 
 
 @pytest.mark.parametrize(("log", "labels"), _cases("core"))

@@ -22,7 +22,14 @@ _CONSEQUENCE = re.compile(
     r"Watchdog caught collective operation timeout|Connection closed by remote peer|remote process exited"
     r"|ncclRemoteError|communicator was aborted|ChildFailedError|SignalException|got signal: ?15\b|SIGTERM"
     r"|Connection reset by peer|Broken pipe|WR_FLUSH_ERR|status=5\b|with error 5\b|KeyboardInterrupt"
-    r"|Socket recv failed|Connection closed by localRank|DistStoreError|[Tt]imed out|[Tt]imeout",
+    r"|Socket recv failed|Connection closed by localRank|DistStoreError|[Tt]imed out|[Tt]imeout"
+    # gloo's transport and the TCPStore client, when the process at the other end went away
+    r"|Connection closed by peer|caused by a remote worker|pair closure|got 0 bytes|Connection was likely closed"
+    r"|received errors while waiting for send/recv from rank"
+    # gloo's transport receiving another collective's data: the symptom of a desync (DSY1)
+    r"|collective mismatch|data size doesn't match expected size"
+    # TORCH_DISTRIBUTED_DEBUG=DETAIL's check: every rank reports the mismatch, one of them caused it
+    r"|Detected mismatch between collectives",
 )
 #: Exception types that only report that a child/peer failed.
 _ECHO_TYPES = ("ChildFailedError", "CalledProcessError", "ProcessExitedException", "SignalException",
@@ -46,7 +53,7 @@ CAUSE_KINDS = ("python_exception", "cpp_terminate", "cuda_error", "cuda_oom", "s
                "torch_nccl_err_kind", "torch_wd_exception", *NETWORK_KINDS, "elastic_cfe", "elastic_failed",
                "slurm_task_exit", "mp_spawn_failed", "ds_exit", "mpi_abort", "slurm_node_fail")
 #: A rank waiting for a peer that never came (gloo's transport, the TCPStore): always a consequence.
-_TIMEOUT_ECHOES = ("gloo_timeout", "torch_store_timeout")
+_TIMEOUT_ECHOES = ("gloo_timeout", "torch_store_timeout", "torch_barrier_missing")
 #: A rank's own error lines that may be no more than the echo of another rank's failure.
 _OWN_ERRORS = ("python_exception", "cpp_terminate", "torch_wd_exception", "torch_nccl_error", "torch_nccl_err_kind",
                *_TIMEOUT_ECHOES)
@@ -98,6 +105,8 @@ def classify(ev: Event, job_timed_out: bool, rank_timed_out: bool) -> tuple[str,
         # DistBackendError is the watchdog re-throwing a timeout or NCCL error (quoted elsewhere)
         if "DistBackendError" in etype or ((rank_timed_out or job_timed_out) and "CUDA" not in etype):
             return None
+        if _CONSEQUENCE.search(text) and not _cuda_text(text):
+            return None  # its what() (joined to the record) is an echo: a lost peer, a desync
         return "exception", f"terminate called after throwing {etype}"  # its what() line says more
     if k == "cuda_error":
         return "cuda", f"CUDA error: {get('err') or text}"[:200]

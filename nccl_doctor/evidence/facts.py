@@ -165,6 +165,52 @@ def host_of(job: JobModel, ev: Event) -> str | None:
 
 
 @_per_job
+def _file_hosts(job: JobModel) -> dict[str, str]:
+    """file -> the one node it was written on, from what the lines say (NCCL prefixes, the hosts of
+    torchrun's failure table, the processes in it), else from its name: a per-node console named
+    after its host (``gpu-node-07.log``) when the job names that host or a sibling file's name has
+    the same shape and is a host the job names (``a3-node-011.log`` beside ``a3-node-012.log``)."""
+    said: dict[str, set[str]] = defaultdict(set)
+    for e in job.events:
+        if e.host and (e.kind.startswith("nccl_") or e.pid is not None):
+            said[e.file].add(e.host)
+        elif e.kind == "elastic_cfe" and e.get("host"):
+            said[e.file].add(str(e.get("host")).split(".", 1)[0])
+    for r in job.ranks:
+        if r.host:
+            for f in r.files:
+                said[f].add(r.host)
+    out = {f: next(iter(h)) for f, h in said.items() if len(h) == 1}
+    known = {h.split(".", 1)[0] for h in job.hosts} | set(out.values())
+    for e in job.by_kind("torch_store_timeout"):  # the endpoint a store client tried: "(host, port)"
+        m = _ENDPOINT.search(e.text)
+        if m:
+            known.add(m.group(1).split(".", 1)[0])
+    stems = {f: _stem(f) for f in job.files if f not in out and f not in said}
+    named = {f: st for f, st in stems.items() if st in known}
+    shapes = {_shape(st) for st in named.values()} | {_shape(_stem(f)) for f, h in out.items() if _stem(f) == h}
+    for f, st in stems.items():
+        if st in known or (shapes and _shape(st) in shapes and re.search(r"\d", st)):
+            out[f] = st
+    return out
+
+
+_ENDPOINT = re.compile(r"\(([A-Za-z][\w.-]{0,252}), \d{1,5}\)")
+
+
+def _stem(path: str) -> str:
+    return path.replace("\\", "/").rsplit("/", 1)[-1].split(".", 1)[0]
+
+
+def _shape(name: str) -> str:
+    return re.sub(r"\d+", "N", name)
+
+
+def file_host(job: JobModel, file: str) -> str | None:
+    return _file_hosts(job).get(file)
+
+
+@_per_job
 def per_rank_layout(job: JobModel) -> bool:
     """True when the logs are one file per rank (so a rank without lines really wrote nothing)."""
     if len(job.files) < 2:
@@ -251,7 +297,7 @@ from .timeouts import (  # noqa: E402
 __all__ = [
     "CAUSE_KINDS", "DEFAULT_TIMEOUTS_MS", "EARLY_SEQ", "NETWORK_KINDS", "Failure", "PgTimeouts",
     "RankTimeout", "Suspect", "WatchdogKill", "brief", "classify", "count_ranks", "expand_tasks", "failures",
-    "first_failure", "first_ts", "fmt_ms", "fmt_ranks", "global_rank", "host_of", "int_in", "job_failed",
+    "file_host", "first_failure", "first_ts", "fmt_ms", "fmt_ranks", "global_rank", "host_of", "int_in", "job_failed",
     "killed_ranks", "lagging_ranks", "line_key", "name_ranks", "owner", "per_rank_layout", "pg_label",
     "plural", "proc_key", "silent_ranks", "stage_outliers", "state_for_pid", "still_starting", "strongest",
     "suspects_summary", "timed_out_states", "timeout_origin", "timeouts_by_pg", "watchdog_kills", "writer",

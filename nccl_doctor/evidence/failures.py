@@ -22,7 +22,8 @@ from ..events import Event
 from ..model import JobModel, RankState
 from .causes import _OWN_ERRORS, _REPORTS, CAUSE_KINDS, NETWORK_KINDS, classify
 from .dumps import dump_facts
-from .facts import _per_job, first_ts, global_rank, host_of, int_in, line_key, owner, writer
+from .facts import _per_job, file_host, first_ts, global_rank, host_of, int_in, line_key, owner, writer
+from .rendezvous import is_wrapper_echo, unreachable
 from .timeouts import timed_out_states, timeouts_by_pg, watchdog_kills
 
 #: Which of a rank's error lines describes its failure best (lower is more specific).
@@ -42,6 +43,7 @@ class Failure:
     what: str
     events: list[Event] = field(default_factory=list)
     recovered: bool = False  # the rank (or job) went on training afterwards
+    label: str | None = None  # who failed, when it is not a rank's process (a node's torchrun agent)
 
     @property
     def crash(self) -> bool:
@@ -58,6 +60,8 @@ class Failure:
 
     @property
     def who(self) -> str:
+        if self.label:
+            return self.label
         if self.rank is not None:
             return f"rank {self.rank}" + (f" on {self.host}" if self.host else "")
         st = self.state
@@ -188,18 +192,50 @@ def _echo_only(job: JobModel, job_timed_out: bool, timed: set[int]) -> tuple[set
 
 def _echoed_exit(job: JobModel, ev: Event, echo: tuple[set[int], set[int]]) -> bool:
     """Exit code 1 in torchrun's reports (Python's status after an uncaught exception) of a rank
-    whose exception was an echo: a consequence too. Other codes (-9, 139, ...) keep their word."""
+    whose exception was an echo: a consequence too; so is an abort (-6) right after a C++ terminate
+    whose what() was an echo (gloo's enforce on a lost peer or a desync). Other codes (-9, 139, an
+    abort with no terminate before it) keep their word."""
     if ev.kind not in ("elastic_cfe", "elastic_failed"):
         return False
-    if int_in(ev.get("exitcode") if ev.kind == "elastic_cfe" else ev.get("code")) != 1:
+    code = int_in(ev.get("exitcode") if ev.kind == "elastic_cfe" else ev.get("code"))
+    if code in (-6, 134):
+        return _aborted_on_echo(job, ev)
+    if code != 1:
         return False
     states, ranks = echo
     named = _fail_ranks(job, ev)
     if all(r is not None for r in named):
-        return all(r in ranks for r in named)
+        if all(r in ranks for r in named):
+            return True
+        known = job.known_ranks()
+        if any(r in known and any(e.kind in _OWN_OR_CAUSE for e in known[r].events) for r in named):
+            return False  # the rank has errors of its own: its exit is theirs to explain
+        return _only_echoes_unclaimed(job, ev.file)
     lr = int_in(ev.get("local_rank"))
     procs = [st for st in job.ranks if lr is not None and st.local_rank == lr and ev.file in st.files]
     return bool(procs) and all(id(st) in states for st in procs)
+
+
+def _aborted_on_echo(job: JobModel, ev: Event) -> bool:
+    """The rank's C++ terminates (its own, or in the report's file with no rank) were all echoes."""
+    named = [r for r in _fail_ranks(job, ev) if r is not None]
+    terms = [e for e in job.by_kind("cpp_terminate")
+             if (named and global_rank(job, e) in named)
+             or (e.file == ev.file and getattr(owner(job, e), "rank", None) is None)]
+    return bool(terms) and all(classify(e, True, False) is None for e in terms)
+
+
+def _only_echoes_unclaimed(job: JobModel, file: str) -> bool:
+    """The tracebacks in ``file`` that no rank claims (printed before ``init_process_group`` gave
+    the ranks their prefixes, or by a script without them) are all echoes of a wait or a lost peer:
+    then an exit code 1 without a traceback of its own is one of those echoes."""
+    loose = [e for e in job.by_kind(*_OWN) if e.file == file and getattr(owner(job, e), "rank", None) is None
+             and not str(e.get("exc_type") or "").endswith(_LAUNCHER_TYPES)]  # the launcher's own traceback
+    return bool(loose) and all(classify(e, True, False) is None for e in loose)
+
+
+#: Exceptions a launcher raises about its children (torchrun's own traceback ends in one of them).
+_LAUNCHER_TYPES = ("ChildFailedError", "SignalException")
 
 
 @_per_job
@@ -238,7 +274,7 @@ def failures(job: JobModel) -> list[Failure]:
     for ev in job.by_kind(*CAUSE_KINDS):
         st = owner(job, ev)
         cls = classify(ev, job_timed_out, st is not None and id(st) in timed)
-        if cls is None or _echoed_exit(job, ev, echo):
+        if cls is None or _echoed_exit(job, ev, echo) or is_wrapper_echo(job, ev):
             continue
         cat, what = cls
         own = global_rank(job, ev)
@@ -247,7 +283,7 @@ def failures(job: JobModel) -> list[Failure]:
             rst = by_rank.get(rank) if rank is not None and rank in by_rank else st if rank == own else None
             host = ev.get("host") or ev.get("on_host") if ev.kind in ("slurm_task_exit", "elastic_cfe",
                                                                     "slurm_node_fail") else None
-            host = host or (rst.host if rst is not None else None) or ev.host
+            host = host or (rst.host if rst is not None else None) or ev.host or file_host(job, ev.file)
             if host is None and ev.kind == "ds_exit":
                 host = _only_host(job, ev.file)  # a node's launcher log: its ranks' NCCL lines name the node
             key = ("rank", rank) if rank is not None else ("proc", id(st), ev.host, ev.pid)
@@ -260,6 +296,9 @@ def failures(job: JobModel) -> list[Failure]:
                 f.category, f.what = cat, what  # a more specific line of the same failure
             f.events.append(ev)
     out = list(merged.values())
+    for pb in unreachable(job):  # a node's agent that could not reach the rendezvous endpoint
+        out.append(Failure(rank=None, state=None, host=(pb.hosts or [None])[0], category="launcher", what=pb.what,
+                           events=pb.events, label=f"the torchrun agent on {pb.hosts[0]}" if pb.hosts else None))
     _name_the_erring_child(job, out)
     net_kinds = (*NETWORK_KINDS, "nccl_sock_closed", "nccl_socket_err")
     net_writers = {writer(job, e, line_key) for e in job.by_kind(*net_kinds)}
@@ -286,7 +325,11 @@ def _progress_by_file(job: JobModel) -> dict[str, list[Event]]:
 
 
 def _recovered(job: JobModel, f: Failure) -> bool:
-    """The failing process trained on afterwards (the error did not stop it)."""
+    """The failing process trained on afterwards (the error did not stop it). Never when a launcher
+    reported the process's exit with an error: a step line that comes after the traceback in the
+    file was printed before it (torchrun forwards stdout and stderr by separate threads)."""
+    if any(e.kind in _REPORTS for e in f.events):
+        return False
     ev = f.events[0]
     later = [e for e in _progress_by_file(job).get(ev.file, ()) if e.line > ev.line]
     if any(e.kind != "train_step" for e in later):

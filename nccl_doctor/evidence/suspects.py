@@ -23,8 +23,11 @@ from typing import Any
 from ..events import Event, LastLine
 from ..model import JobModel, RankState, pg_key, stage_index
 from .dumps import dump_facts
+from .endings import late_arrivals, quiet_odd_ones
 from .facts import _per_job, count_ranks, global_rank, int_in, owner, per_rank_layout, pg_label, plural
 from .failures import failures, job_failed, killed_ranks
+from .rendezvous import incomplete
+from .statements import named_by_torch
 from .timeouts import WatchdogKill, timed_out_states, timeouts_by_pg, watchdog_kills
 
 
@@ -40,6 +43,7 @@ class Suspect:
     pg: str = "default"
     host: str | None = None
     confirmed: bool = True  # False: a hint only (the logs may simply not show this rank)
+    label: str = ""  # who it is, when not a rank ("a node that never joined")
 
     def __post_init__(self) -> None:
         if self.host is None and self.state is not None:
@@ -63,6 +67,8 @@ def lagging_ranks(job: JobModel) -> list[Suspect]:
     found: dict[Any, Suspect] = {}
 
     def add(s: Suspect) -> None:
+        if s.host is None and s.rank is not None:
+            s.host = job.rank_hosts.get(s.rank)
         key = s.rank if s.rank is not None else id(s.state)
         old = found.get(key)
         if old is None or _CONF[s.confidence] > _CONF[old.confidence]:
@@ -97,6 +103,12 @@ def lagging_ranks(job: JobModel) -> list[Suspect]:
             f"the desync report says it joined but didn't finish collective #{ev.get('missing')}"
         add(Suspect(rank, job.known_ranks().get(rank), why, "high", [ev]))
     _work_list_outliers(job, add)
+    if not quiet_odd_ones(job)[0]:  # a rank that wrote nothing is the likelier one they waited for
+        waited = sum(len(pt.reports) for pt in timeouts_by_pg(job).values())
+        for e in late_arrivals(job):
+            add(Suspect(e.rank, e.state, f"it reported no timeout while {plural(waited, 'rank')} timed out waiting; "
+                        "its only error is that a peer had closed the connection: it reached the collective after "
+                        "they gave up", "medium", e.events[:2]))
     stuck = bool(timeouts_by_pg(job) or watchdog_kills(job))
     for lag in dump_facts(job).lags:  # a collective the others entered and it never did
         if lag.confidence == "low" and not stuck:
@@ -253,6 +265,8 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
         return not busy and rank not in failed_ranks and rank not in killed
 
     def add(s: Suspect) -> None:
+        if s.host is None and s.rank is not None:
+            s.host = job.rank_hosts.get(s.rank)
         key = s.rank if s.rank is not None else id(s.state)
         if key not in found or _CONF[s.confidence] > _CONF[found[key].confidence]:
             found[key] = s
@@ -261,10 +275,19 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
         for rank in sorted({int(x) for x in re.findall(r"\d{1,7}", str(ev.get("ranks") or ""))}):
             add(Suspect(rank, job.known_ranks().get(rank), "Horovod reports it never submitted the tensor "
                         f"{ev.get('tensor') or ''} (missing ranks)".replace("  ", " "), "high", [ev]))
+    for said in named_by_torch(job):  # the waiters name whom they waited for
+        for rank in said.ranks:
+            add(Suspect(rank, job.known_ranks().get(rank), said.reason, "high", said.events))
+    absent = incomplete(job)
+    if absent is not None:
+        add(Suspect(None, None, absent.what, "high", absent.events, label="a node"))
+    exited = _reported_exits(job)
     gone = dump_facts(job).missing  # ranks without a flight-recorder dump while the others wrote one
     if gone is not None and gone.confidence != "low":
         for rank in gone.ranks:
-            if rank not in killed:
+            # a rank whose exit the launcher reported as the echo of another's failure left no dump
+            # for that reason; a rank that died of its own failure (-9) did not write one either
+            if rank not in killed and (rank not in exited or rank in failed_ranks):
                 add(Suspect(rank, job.known_ranks().get(rank), f"it {gone.reason}", gone.confidence,
                             gone.evidence[:3]))
     symptom = job_failed(job)
@@ -276,8 +299,8 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
     covered = bool(job.ranks_expected) and job.ranks_expected >= 4 and \
         job.ranks_expected - len(missing) >= 0.9 * job.ranks_expected
     for rank in missing:
-        if rank in killed:
-            continue
+        if rank in killed or rank in exited:
+            continue  # the launcher reports how it ended: not a rank that never ran
         if rankless and not per_rank:
             add(Suspect(rank, None, f"the job has {job.ranks_expected} ranks but no line names rank {rank}",
                         "low", [], confirmed=False))
@@ -294,7 +317,23 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
                 ev = [e for e in st.events if e.kind.startswith("nccl_")][-1:]
                 add(Suspect(st.rank, st, f"stopped at NCCL init stage '{stage}' with no error while most "
                             f"ranks reached '{top}'", "medium", ev))
+    # Last: the same ranks are often named above with the collective they did not reach.
+    odd, seen = quiet_odd_ones(job)
+    for e in odd:
+        if e.how == "killed":
+            why, conf = f"it wrote no error while {seen}; the launcher had to stop it (SIGTERM): it was hung", "high"
+        elif e.state is not None:
+            why, conf = f"it wrote no error while {seen}, and its lines stop there: it hung or left without a word", "high"
+        else:
+            why, conf = f"it wrote no line while {seen}", "medium"
+        add(Suspect(e.rank, e.state, why, conf, e.events or (e.state.events[-1:] if e.state else [])))
     return sorted(found.values(), key=lambda s: (s.rank is None, s.rank or 0))
+
+
+def _reported_exits(job: JobModel) -> set[int]:
+    """Ranks whose failed exit torchrun's table reports (their missing dump is explained by it)."""
+    return {int_in(e.get("rank")) for e in job.by_kind("elastic_cfe")
+            if int_in(e.get("rank")) is not None and int_in(e.get("exitcode")) not in (None, 0)}
 
 
 def _neighbours_host(job: JobModel, rank: int) -> str | None:
@@ -308,9 +347,17 @@ def _neighbours_host(job: JobModel, rank: int) -> str | None:
 
 
 def _launcher_labelled(job: JobModel) -> bool:
-    """Every line of the job carries its rank from the launcher (one combined but labelled stream)."""
+    """Every line of the job carries its rank from the launcher (one combined but labelled stream),
+    and no unlabelled worker output (a script's plain prints) sits beside the labelled lines."""
     labelled = [r for r in job.ranks if r.rank is not None and r.rank_source != "flight recorder"]  # dumps: no lines
-    return bool(labelled) and all(r.rank_source == "launcher" for r in labelled)
+    if not labelled or not all(r.rank_source == "launcher" for r in labelled):
+        return False
+    files = {f for r in labelled for f in r.files}
+    return not any(r.rank is None and set(r.files) & files and r.of_kind(*_WORKER_OUTPUT) for r in job.ranks)
+
+
+#: Lines only a worker writes (not the launcher): progress and start-up prints.
+_WORKER_OUTPUT = ("train_step", "train_epoch", "rank_world", "startup_work", "checkpoint_load")
 
 
 def _silent_in_timeouts(job: JobModel, add: Callable[[Suspect], None], quiet: Callable[..., bool],
@@ -351,7 +398,7 @@ def suspects_summary(chosen: list[Suspect], what: str) -> str:
     """'rank 3 on gpu-2 <what>: <reason>' or 'N ranks (a-b) on h1, h2 <what>: <reason>'."""
     if len(chosen) == 1:
         s = chosen[0]
-        who = f"rank {s.rank}" if s.rank is not None else "a process (rank unknown)"
+        who = s.label or (f"rank {s.rank}" if s.rank is not None else "a process (rank unknown)")
         return f"{who}{' on ' + s.host if s.host else ''} {what}: {s.reason}"
     hosts = sorted({s.host for s in chosen if s.host})
     where = f" on {', '.join(hosts)}" if 0 < len(hosts) <= 3 else ""

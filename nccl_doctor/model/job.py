@@ -98,6 +98,8 @@ class JobModel:
     files: list[str]
     last_lines: dict[str, dict]
     index: dict[int, RankState] = field(default_factory=dict, repr=False)  # id(event) -> its rank
+    #: rank -> host, from the processes and from launcher reports (a rank that wrote no line of its own)
+    rank_hosts: dict[int, str] = field(default_factory=dict)
     #: file -> (first ts, last ts, last job line): time that passed after the job's last labelled
     #: line with only outside lines (a cron, the scheduler) written to that file.
     quiet: dict[str, tuple] = field(default_factory=dict)
@@ -158,6 +160,7 @@ def world_size(events: list[Event]) -> int | None:
     on different hosts: three 4-rank tensor-parallel groups on three hosts are not a 4-rank job.
     """
     sizes: list[int] = []
+    table = 0
     claims: dict[int, dict[int, set]] = defaultdict(lambda: defaultdict(set))
     for e in events:
         k = e.kind
@@ -168,8 +171,11 @@ def world_size(events: list[Event]) -> int | None:
                 sizes.append(e.get("nranks"))
         elif k == "torch_pg_options" and isinstance(e.get("size"), int):
             sizes.append(e.get("size"))
-        elif k in ("ds_mpi", "fr_dump") and isinstance(e.get("world_size"), int):
-            sizes.append(e.get("world_size"))  # fr_dump: the default group of a flight-recorder dump
+        elif k in ("ds_mpi", "fr_dump", "rank_world") and isinstance(e.get("world_size"), int):
+            # fr_dump: the default group of a flight-recorder dump; rank_world: the script's own print
+            sizes.append(e.get("world_size"))
+        elif k == "elastic_cfe" and isinstance(e.get("rank"), int):
+            table = max(table, e.get("rank") + 1)  # torchrun's failure table: a lower bound
         elif k == "elastic_rdzv":
             w = e.get("global_world_sizes")
             if isinstance(w, str) and w.strip("[] "):
@@ -180,6 +186,8 @@ def world_size(events: list[Event]) -> int | None:
     for n, by_rank in claims.items():
         if all(len(hosts) <= 1 for hosts in by_rank.values()):
             sizes.append(n)
+    if table and not sizes:
+        sizes.append(table)  # the ranks torchrun listed; no stronger source said how many there are
     sizes = [s for s in sizes if 0 < s < 10_000_000]
     return max(sizes) if sizes else None
 
@@ -197,9 +205,17 @@ def build_job(events: list[Event], scans: list) -> JobModel:
     ranks = [_rank_state(p, last_by_file) for p in (attributed or procs)]
     _reconcile_across_ranks(ranks)
     ranks.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.host or "", r.pid or 0))
-    hosts = sorted({r.host for r in ranks if r.host} | {e.host for e in events if e.host and e.kind.startswith("nccl")})
+    seen_hosts = {r.host for r in ranks if r.host} | {e.host for e in events if e.host and e.kind.startswith("nccl")}
+    short = {h.split(".", 1)[0] for h in seen_hosts}
+    # torchrun's table names the agent's FQDN, NCCL cuts at the first dot: one host, one name
+    table_hosts = {r: (h.split(".", 1)[0] if h.split(".", 1)[0] in short else h)
+                   for r, h in _launcher_rank_hosts(events).items()}
+    for r in ranks:
+        if r.host is None and r.rank is not None and r.rank in table_hosts:
+            r.host = table_hosts[r.rank]  # the node whose launcher reported this rank's exit
+    hosts = sorted(seen_hosts | {r.host for r in ranks if r.host} | set(table_hosts.values()))
     job = JobModel(ranks=ranks, events=sorted(events, key=lambda e: (e.file, e.line)), ranks_expected=world,
-                   hosts=hosts, files=[s.path for s in scans], last_lines=last_by_file,
+                   hosts=hosts, rank_hosts={**table_hosts, **{r.rank: r.host for r in ranks if r.rank is not None and r.host}}, files=[s.path for s in scans], last_lines=last_by_file,
                    quiet={s.path: s.quiet for s in scans if getattr(s, "quiet", None)})
     job.index = {id(e): r for r in ranks for e in r.events}
     for r in ranks:
@@ -207,6 +223,16 @@ def build_job(events: list[Event], scans: list) -> JobModel:
             if e.rank is None and r.rank is not None:
                 e.rank = r.rank
     return job
+
+
+def _launcher_rank_hosts(events: list[Event]) -> dict[int, str]:
+    """rank -> host from torchrun's failure tables (each row names the rank and its node); a rank
+    that two tables place on different hosts (a restart that moved it) is left out."""
+    seen: dict[int, set[str]] = defaultdict(set)
+    for e in events:
+        if e.kind == "elastic_cfe" and isinstance(e.get("rank"), int) and e.get("host"):
+            seen[e.get("rank")].add(str(e.get("host")))
+    return {r: next(iter(h)) for r, h in seen.items() if len(h) == 1}
 
 
 def _rank_state(p: Proc, last_by_file: dict[str, dict]) -> RankState:

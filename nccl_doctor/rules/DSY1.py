@@ -32,6 +32,9 @@ _UNEVEN = ("SEND", "RECV", "RECVANYSOURCE", "GATHER", "SCATTER", "ALLTOALL", "AL
            "UNKNOWN")
 _P2P = {"SEND", "RECV", "RECVANYSOURCE"}
 _MISMATCH = re.compile(r"Detected mismatch between collectives on ranks")
+#: gloo's enforce when a pair received more bytes than the op posted (torch 2.x gloo pair.cc).
+_TRANSPORT_MISMATCH = re.compile(r"Received data size doesn't match expected size|Is there a distributed collective "
+                                 r"mismatch\??")
 
 
 def check(job: JobModel, rule: Rule) -> list[Finding]:
@@ -40,24 +43,26 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
     found = [_from_dump(job, m) for m in dumps] + _watchdog_mismatch(job, shown) + _reported_mismatch(job)
     if not found:
         return []
-    summary, ranks, hosts, evidence = found[0]
+    summary, ranks, hosts, evidence, blame = found[0]
     if len(found) > 1:
         summary += f" (and {len(found) - 1} more mismatch{'es' if len(found) > 2 else ''})"
     lead = dumps[0] if dumps else None
     # The dumps against a clear majority name the odd rank(s): the root cause, whoever exited first.
-    blame = ranks if lead is not None and lead.majority and lead.confidence == "high" else []
+    if lead is not None:
+        blame = ranks if lead.majority and lead.confidence == "high" else []
     return [rule.finding(summary, confidence=lead.confidence if lead is not None else "high", ranks=ranks,
                          hosts=hosts, evidence=evidence, first_seen=facts.first_ts(evidence),
                          blame_ranks=blame)]  # not its host: other ranks there did nothing wrong
 
 
-#: (summary, the ranks at odds with the others, their hosts, evidence)
-Mismatch = tuple[str, list, list, list]
+#: (summary, the ranks at odds with the others, their hosts, evidence, the ranks to blame: the odd
+#: ones against a clear majority, none when nothing says which side deviated)
+Mismatch = tuple[str, list, list, list, list]
 
 
 def _from_dump(job: JobModel, m: DumpMismatch) -> Mismatch:
     known = job.known_ranks()
-    return m.summary, list(m.ranks), [known[r].host for r in m.ranks if r in known], list(m.evidence)
+    return m.summary, list(m.ranks), [known[r].host for r in m.ranks if r in known], list(m.evidence), []
 
 
 def _watchdog_mismatch(job: JobModel, shown: set[tuple[str, int]]) -> list[Mismatch]:
@@ -75,7 +80,7 @@ def _watchdog_mismatch(job: JobModel, shown: set[tuple[str, int]]) -> list[Misma
                 detail = "; ".join(f"{op} on {name_ranks(r.rank for r in reps if r.op == op) or '?'}"
                                    for op in sorted(ops))
                 out.append((f"ranks issued different collectives at SeqNum {seq} of {pg_label(pg, pt.desc)}: "
-                            f"{detail}", [r.rank for r in odd], [r.host for r in odd], _lead(odd, reps)))
+                            f"{detail}", [r.rank for r in odd], [r.host for r in odd], _lead(odd, reps), []))
                 continue
             op = next(iter(ops))
             if op in _UNEVEN:
@@ -86,7 +91,7 @@ def _watchdog_mismatch(job: JobModel, shown: set[tuple[str, int]]) -> list[Misma
                 detail = "; ".join(f"NumelIn={i} on {name_ranks(r.rank for r in sized if r.numel_in == i) or '?'}"
                                    for i in sorted({r.numel_in for r in sized}))
                 out.append((f"ranks called {op} at SeqNum {seq} of {pg_label(pg, pt.desc)} with different sizes: "
-                            f"{detail}", [r.rank for r in odd], [r.host for r in odd], _lead(odd, reps)))
+                            f"{detail}", [r.rank for r in odd], [r.host for r in odd], _lead(odd, reps), []))
     return out
 
 
@@ -114,13 +119,65 @@ def _reported_mismatch(job: JobModel) -> list[Mismatch]:
         detail = inconsistent[0].get("detail") or ""
         out.append((f"the desync report says {name_ranks(ranks)} ran an inconsistent collective"
                     + (f": {detail}" if detail else ""), ranks, [facts.host_of(job, e) for e in inconsistent],
-                    inconsistent[:8]))
+                    inconsistent[:8], ranks))  # torch names them: "the ranks that caused the desync"
+    torn = [e for e in job.by_kind("python_exception", "cpp_terminate", "torch_wd_exception")
+            if _TRANSPORT_MISMATCH.search(e.text)]
+    if torn:
+        # The receiver cannot tell which side deviated: name no culprit, only what happened.
+        who = name_ranks(facts.global_rank(job, e) for e in torn) or "a process"
+        out.append((f"gloo on {who} received data of another size than its collective expected "
+                    f"(\"{_TRANSPORT_MISMATCH.search(torn[0].text).group(0)}\"): the ranks ran different "
+                    "collectives", [], [], torn[:4], []))
     fingerprints = [e for e in job.by_kind("python_exception", "torch_wd_exception", "cpp_terminate")
                     if _MISMATCH.search(e.text)]
     if fingerprints:
-        ranks = sorted({int(r) for e in fingerprints for r in re.findall(r"\bRank (\d{1,7}) is running", e.text)})
-        out.append(("TORCH_DISTRIBUTED_DEBUG=DETAIL detected a mismatch between collectives"
-                    + (f" on {name_ranks(ranks)}" if ranks else ""),
-                    ranks or [facts.global_rank(job, fingerprints[0])], [facts.host_of(job, fingerprints[0])],
-                    fingerprints[:4]))
+        out.append(_fingerprint_mismatch(job, fingerprints))
     return out
+
+
+#: "Rank 2 is running collective: CollectiveFingerPrint(SequenceNumber=34, OpType=ALLREDUCE, TensorShape=[4], ..."
+_FP = re.compile(r"Rank (?P<me>\d{1,7}) is running collective: CollectiveFingerPrint\((?P<mine>[^()]{0,400})"
+                 r"[^\n]{0,4000}?, but Rank (?P<other>\d{1,7}) is running collective")
+_FP_FIELD = re.compile(r"(OpType|TensorShape)=(\[[^\]]{0,200}\]|\w{1,40})")
+
+
+def _fingerprint_mismatch(job: JobModel, reports: list) -> Mismatch:
+    """TORCH_DISTRIBUTED_DEBUG=DETAIL: each rank compares its collective's fingerprint with the
+    others' and names one rank that differs. The ranks whose own collective differs from what the
+    clear majority runs deviated; failing that, the rank the other reporters all name."""
+    mine: dict[int, str] = {}
+    named: dict[int, int] = {}
+    for e in reports:
+        m = _FP.search(" ".join(str(v) for v in (e.get("msg"), e.get("exc")) if v) or e.text)
+        if m is None:
+            continue
+        me = int(m.group("me"))
+        mine.setdefault(me, " ".join(f"{k}={v}" for k, v in _FP_FIELD.findall(m.group("mine"))))
+        named.setdefault(me, int(m.group("other")))
+    blame: list[int] = []
+    counts = Counter(mine.values())
+    if len(counts) > 1:
+        (top, n), (_, second) = counts.most_common(2)
+        if n > second and n * 2 > len(mine):
+            blame = sorted(r for r, fp in mine.items() if fp != top)
+    if not blame:
+        pointed = Counter(o for me, o in named.items() if o != me)
+        if pointed:
+            (rank, n), *rest = pointed.most_common()
+            if n >= 2 and (not rest or n > rest[0][1]) and n >= len(named) - 1:
+                blame = [rank]
+    ranks = blame or sorted(mine)
+    if blame:
+        odd = mine.get(blame[0]) or "another collective"
+        usual = counts.most_common(1)[0][0] if counts else "the others' collective"
+        summary = (f"TORCH_DISTRIBUTED_DEBUG=DETAIL detected a mismatch between collectives: {name_ranks(blame)} "
+                   f"ran {odd} while the others ran {usual}" if odd != usual or not counts else
+                   f"TORCH_DISTRIBUTED_DEBUG=DETAIL detected a mismatch between collectives: the other ranks all "
+                   f"name {name_ranks(blame)}")
+    else:
+        summary = ("TORCH_DISTRIBUTED_DEBUG=DETAIL detected a mismatch between collectives"
+                   + (f" on {name_ranks(ranks)}" if ranks else ""))
+    lead = sorted(reports, key=lambda e: facts.global_rank(job, e) not in blame)[:4]
+    known = job.known_ranks()
+    return (summary, ranks or [facts.global_rank(job, reports[0])],
+            [known[r].host for r in blame if r in known] or [facts.host_of(job, reports[0])], lead, blame)

@@ -38,6 +38,9 @@ _LOOP_ERROR_KINDS = ("python_exception", "cuda_oom", "cuda_error", "torch_nccl_e
                      "nccl_alloc_fail", "nccl_dup_gpu", "nccl_shm")
 #: Lines a process prints once when it starts: seen again after progress, the script re-ran.
 _BANNER_KINDS = ("nccl_version", "torch_version", "ds_version", "ds_init_backend")
+#: Worker lines that, after the agent reported a failed worker, show a new attempt running.
+_WORKER_START = (*_BANNER_KINDS, "train_step", "train_epoch", "rank_world", "startup_work", "checkpoint_load",
+                 "checkpoint_none", "nccl_init")
 
 
 @dataclass(slots=True)
@@ -98,10 +101,21 @@ def segment_restarts(job: JobModel) -> Restarts:
     for path, events in by_file.items():
         gen = attempt_in_path(path) or 0
         has_marker = False
-        for ev in events:
+        agent_failed = False  # a worker failure the agent reported, with no "will restart" line after it
+        for i, ev in enumerate(events):
             if ev.kind == "elastic_group_failed":
                 out.group_failed.append(ev)
             started = _marker_generation(ev, gen, numbered_job)
+            if started is None and gen > 0 and i == 0 and not numbered_job:
+                started = gen  # the first line of torchrun's attempt_<k> log folder
+            if ev.kind == "elastic_failed":
+                agent_failed = True
+            elif agent_failed and started is None and ev.kind in _WORKER_START:
+                # torchrun logs "will restart worker group" at INFO only: the workers writing again
+                # after the agent reported one failed is the restart (the table ends the last attempt).
+                started, agent_failed = gen + 1, False
+            elif started is not None:
+                agent_failed = False
             if started is not None:
                 has_marker = True
                 out.markers.append(ev)

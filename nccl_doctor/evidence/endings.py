@@ -1,0 +1,129 @@
+"""How each rank ended, and the ranks that ended unlike the others.
+
+When no rank failed on its own, the errors in the logs are echoes: a rank timed out waiting in a
+collective or at the store, or a peer closed the connection under it. Those ranks were waiting for
+someone. The ranks that ended *without* such an echo are the ones they waited for:
+
+* ``quiet_odd_ones(job)``: every rank of the job but a few ended in an echo (or was stopped by the
+  launcher after writing one), and those few wrote no error at all: hung (the launcher had to stop
+  them with SIGTERM) or gone without a word (no failed exit in the launcher's table: status 0);
+* ``late_arrivals(job)``: the others timed out waiting, and a rank's only error is that a peer had
+  closed the connection: it reached the collective after the others gave up.
+
+Each rank's ending is one of: cause (an error of its own), timeout, echo, killed (the launcher
+stopped it and it wrote no error) or none. Results are cached per job like the facts.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..events import Event
+from ..model import JobModel, RankState
+from .causes import _OWN_ERRORS, _REPORTS, _TIMEOUT_ECHOES, CAUSE_KINDS, classify
+from .facts import _per_job, fmt_ranks, int_in, plural
+from .failures import failures, state_for_pid
+from .timeouts import timed_out_states, timeouts_by_pg
+
+#: Echo text of a peer that went away (not a timeout: the waiter did not wait the full window).
+_PEER_GONE = re.compile(r"Connection (?:closed|reset) by (?:remote )?peer|Broken pipe|remote process exited"
+                        r"|Connection was likely closed|got 0 bytes")
+_WAITED = re.compile(r"[Tt]imed out|[Tt]imeout")
+#: At most this share of the world may end unlike the rest for the rest to single them out.
+ODD_SHARE = 4
+_OWN = (frozenset(_OWN_ERRORS) | frozenset(CAUSE_KINDS)) - frozenset(_REPORTS)
+
+
+@dataclass(slots=True, eq=False)
+class Ending:
+    rank: int
+    state: RankState | None
+    how: str  # cause | timeout | echo | killed | none
+    events: list[Event] = field(default_factory=list)
+    peer_gone: bool = False  # its echo is a peer that closed the connection
+
+
+@_per_job
+def endings(job: JobModel) -> dict[int, Ending]:
+    """rank -> how it ended, for every rank of the world (known size) or every rank seen."""
+    known = job.known_ranks()
+    world = range(job.ranks_expected) if job.ranks_expected and job.ranks_expected <= 100_000 else sorted(known)
+    caused = {f.rank for f in failures(job) if f.rank is not None and not f.recovered}
+    timed = timed_out_states(job)
+    timed_ranks = {r for pt in timeouts_by_pg(job).values() for r in pt.ranks}
+    killed = _launcher_kills(job)
+    out: dict[int, Ending] = {}
+    for rank in world:
+        st = known.get(rank)
+        own = [e for e in st.events if e.kind in _OWN] if st is not None else []
+        if rank in caused:
+            how = "cause"
+        elif rank in timed_ranks or (st is not None and id(st) in timed):
+            how = "timeout"
+        elif any(e.kind in _TIMEOUT_ECHOES or _WAITED.search(_text(e)) for e in own):
+            how = "timeout"  # it waited (in a collective, at the store, at a barrier) until it gave up
+        elif own:
+            how = "echo"
+        elif rank in killed:
+            how = "killed"
+        else:
+            how = "none"
+        gone = how == "echo" and any(_PEER_GONE.search(_text(e)) for e in own) \
+            and all(classify(e, True, False) is None for e in own)
+        out[rank] = Ending(rank, st, how, own[:2] + killed.get(rank, [])[:1], gone)
+    return out
+
+
+def _text(ev: Event) -> str:
+    return " ".join(str(v) for v in (ev.get("msg"), ev.get("err"), ev.get("exc")) if v) or ev.text
+
+
+def _launcher_kills(job: JobModel) -> dict[int, list[Event]]:
+    """rank -> the launcher's lines that stopped it (SIGTERM to its pid, -15/143 in torchrun's table)."""
+    out: dict[int, list[Event]] = {}
+    for ev in job.by_kind("elastic_cfe"):
+        code, rank = int_in(ev.get("exitcode")), int_in(ev.get("rank"))
+        if rank is not None and (code in (-15, 143) or "TERM" in str(ev.get("sig") or "")):
+            out.setdefault(rank, []).append(ev)
+    for ev in job.by_kind("elastic_sigterm"):
+        st = state_for_pid(job, ev.get("pid"), ev.host, ev.file)
+        if st is not None and st.rank is not None:
+            out.setdefault(st.rank, []).append(ev)
+    return out
+
+
+@_per_job
+def quiet_odd_ones(job: JobModel) -> tuple[list[Ending], str]:
+    """(the few ranks that wrote no error while all the others ended in echoes, what the others saw)."""
+    ends = endings(job)
+    if not ends or any(e.how == "cause" for e in ends.values()):
+        return [], ""
+    waited = [e for e in ends.values() if e.how in ("timeout", "echo")]
+    timed = sum(e.how == "timeout" for e in waited)
+    quiet = [e for e in ends.values() if e.how in ("killed", "none")]
+    if not waited or len(quiet) > max(1, len(ends) // ODD_SHARE):
+        return [], ""
+    if not timed:
+        # Nobody waited out a timeout: a peer went away. A rank the launcher stopped was still
+        # alive then, and a rank with no line at all may just not print: only a rank whose own
+        # lines stop with no error, and no failed exit, left.
+        quiet = [e for e in quiet if e.how == "none" and e.state is not None]
+    if not quiet:
+        return [], ""
+    seen = ("timed out waiting" if timed == len(waited) else "lost the connection to a peer" if timed == 0
+            else "timed out waiting or lost the connection to a peer")
+    return quiet, f"{plural(len(waited), 'rank')} ({fmt_ranks(e.rank for e in waited)}) {seen}"
+
+
+@_per_job
+def late_arrivals(job: JobModel) -> list[Ending]:
+    """Ranks whose only error is a peer that went away, while most of the others timed out waiting."""
+    ends = endings(job)
+    if any(e.how == "cause" for e in ends.values()):
+        return []
+    timed = [e for e in ends.values() if e.how == "timeout"]
+    late = [e for e in ends.values() if e.how == "echo" and e.peer_gone]
+    if not timed or not late or len(late) > max(1, len(ends) // ODD_SHARE) or len(timed) < len(ends) // 2:
+        return []
+    return late

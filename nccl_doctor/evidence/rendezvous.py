@@ -1,0 +1,92 @@
+"""The torchrun agents' rendezvous: nodes that could not join, and nodes that never came.
+
+One torchrun agent runs per node; with c10d rendezvous they meet at a TCP store on the endpoint
+host. What the agents' own logs say (FORMATS-2.md 3.7, 3.8):
+
+* an agent that cannot reach the endpoint: ``The client socket has timed out after N ms while
+  trying to connect to (H, P)`` / ``failed to connect to ... (H, P)``, then
+  ``RendezvousConnectionError: The connection to the C10d store has failed``;
+* an agent that waited for the nodes ``--nnodes`` asks for: ``RendezvousTimeoutError`` (no message);
+* an agent whose store went away under it: ``Failed to recv, got 0 bytes`` / ``Broken pipe`` and
+  then the same ``RendezvousConnectionError``: an echo of the store host's exit.
+
+``unreachable(job)``: agents that could not connect while the endpoint's own agent was up and
+waiting (its log shows the wait): the connecting node's endpoint, port or network is wrong.
+``incomplete(job)``: the agents in the logs waited and gave up, and none of them failed to connect:
+a node that was expected never joined (its own log, if any, is not here).
+A node is known by the host its file is written for (``file_host``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..events import Event
+from ..model import JobModel
+from .facts import _per_job, file_host, plural
+
+_CONNECT = re.compile(r"(?:timed out after \d{1,12} ?m?s while trying to connect to|failed to connect to(?: any network "
+                      r"address of)?) \(?\[?(?P<host>[\w.:%-]{1,255}?)\]?,? (?P<port>\d{1,5})\)?")
+_WAIT = "RendezvousTimeoutError"
+
+
+@dataclass(slots=True, eq=False)
+class RdzvProblem:
+    hosts: list[str]  # the nodes to look at (empty: not in these logs)
+    what: str
+    events: list[Event] = field(default_factory=list)
+
+
+def _agent_lines(job: JobModel) -> tuple[dict[str, list[Event]], dict[str, list[Event]]]:
+    """(file -> connect failures, file -> rendezvous waits that timed out)."""
+    connects: dict[str, list[Event]] = {}
+    waits: dict[str, list[Event]] = {}
+    for ev in job.by_kind("torch_store_timeout", "python_exception"):
+        text = str(ev.get("err") or ev.get("msg") or "") or ev.text
+        if _CONNECT.search(text):
+            connects.setdefault(ev.file, []).append(ev)
+        elif _WAIT in text or _WAIT in str(ev.get("exc_type") or ""):
+            waits.setdefault(ev.file, []).append(ev)
+    return connects, waits
+
+
+@_per_job
+def unreachable(job: JobModel) -> list[RdzvProblem]:
+    connects, waits = _agent_lines(job)
+    waiting_hosts = {file_host(job, f) for f in waits} - {None}
+    out = []
+    for file, evs in connects.items():
+        m = _CONNECT.search(str(evs[0].get("err") or evs[0].get("msg") or "") or evs[0].text)
+        target = m.group("host") if m else None
+        mine = file_host(job, file)
+        if target is None or mine == target or target not in waiting_hosts:
+            continue  # the endpoint may be down: its own log does not show it up and waiting
+        where = mine or f"the node that wrote {file}"
+        out.append(RdzvProblem([mine] if mine else [], "it could not connect to the "
+                               f"rendezvous store at {target}:{m.group('port')} ({plural(len(evs), 'failed attempt')}) "
+                               f"while the agent on {target} was up waiting for nodes: check --rdzv-endpoint "
+                               f"(host and port) and the network from {where}", evs[:2] + waits_of(waits, job, target)))
+    return out
+
+
+def waits_of(waits: dict[str, list[Event]], job: JobModel, host: str) -> list[Event]:
+    return [e for f, evs in waits.items() if file_host(job, f) == host for e in evs[:1]]
+
+
+@_per_job
+def incomplete(job: JobModel) -> RdzvProblem | None:
+    connects, waits = _agent_lines(job)
+    if not waits or connects or job.ranks_seen and any(r.of_kind("train_step", "rank_world") for r in job.ranks):
+        return None
+    hosts = sorted({file_host(job, f) or f for f in waits})
+    return RdzvProblem([], f"the rendezvous timed out on {', '.join(hosts)} (RendezvousTimeoutError): fewer nodes "
+                       "joined than --nnodes asks for, and no agent here failed to connect; a node that was expected "
+                       "never started its agent or never reached the endpoint (its log is not among these)",
+                       [e for evs in waits.values() for e in evs[:1]])
+
+
+def is_wrapper_echo(job: JobModel, ev: Event) -> bool:
+    """``RendezvousConnectionError`` wraps the agent's inner error: that inner error says what
+    happened (an unreachable endpoint: ``unreachable``; a store that went away: an echo)."""
+    return ev.kind == "python_exception" and str(ev.get("exc_type") or "").endswith("RendezvousConnectionError")

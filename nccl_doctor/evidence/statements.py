@@ -1,0 +1,85 @@
+"""Ranks that torch names in its own words: the waiters say whom they waited for.
+
+* a monitored barrier: rank 0 reports ``[Rank 0]: Rank(s) 2[, 3] failed to pass monitoredBarrier
+  in N ms``: those ranks never arrived (FORMATS-2.md 3.6);
+* a store key that was never set: every waiter reports ``wait timeout after N ms, keys: K`` with
+  the same key, and the key ends in a rank number (the c10d rendezvous keys of a process group are
+  ``<prefix>/<rank>``: each rank publishes its own and waits for the others'). That rank never
+  published it: it never got as far as its peers. A key without a rank (``/vocab_ready``) names no
+  one.
+
+Such a statement is stronger than torchrun's "Root Cause", which is only the first process to exit
+(usually one of the waiters). Results are cached per job like the facts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from ..events import Event
+from ..model import JobModel
+from .facts import _per_job, fmt_ms, global_rank, int_in, name_ranks, owner, plural, writer
+
+_KEYS = re.compile(r"wait timeout after (?P<ms>\d{1,12}) ?ms, keys: (?P<keys>[^\n]{1,2000})")
+_RANK_KEY = re.compile(r"/(\d{1,7})$")
+
+
+@dataclass(slots=True, eq=False)
+class Statement:
+    """Ranks a torch message names as the ones the others waited for."""
+
+    ranks: list[int]
+    reason: str
+    events: list[Event] = field(default_factory=list)
+
+
+@_per_job
+def named_by_torch(job: JobModel) -> list[Statement]:
+    return _barrier(job) + _store_keys(job)
+
+
+def _barrier(job: JobModel) -> list[Statement]:
+    by_ranks: dict[tuple[int, ...], list[Event]] = defaultdict(list)
+    for ev in job.by_kind("torch_barrier_missing"):
+        ranks = tuple(sorted({int(x) for x in re.findall(r"\d{1,7}", str(ev.get("ranks") or ""))}))
+        if ranks:
+            by_ranks[ranks].append(ev)
+    out = []
+    for ranks, evs in by_ranks.items():
+        ms = next((int_in(e.get("timeout_ms")) for e in evs if e.get("timeout_ms") is not None), None)
+        reporter = next((int_in(e.get("reporter")) for e in evs if e.get("reporter") is not None), None)
+        who = f"rank {reporter}" if reporter is not None else "the barrier's root"
+        out.append(Statement(list(ranks), f"{who}'s monitored barrier reports that {name_ranks(ranks)} did not "
+                             f"arrive within {fmt_ms(ms)}", evs[:3]))
+    return out
+
+
+def _store_keys(job: JobModel) -> list[Statement]:
+    """Waiters that timed out on one store key ending in a rank number, and that rank is not one of them."""
+    waits: dict[str, dict[tuple, Event]] = defaultdict(dict)
+    for ev in job.by_kind("torch_store_timeout", "python_exception"):
+        m = _KEYS.search(str(ev.get("err") or ev.get("msg") or ""))
+        if m is None:
+            continue
+        keys = [k.strip() for k in m.group("keys").split(",") if k.strip()]
+        if len(keys) == 1:
+            # one report per waiter (its echoes repeat it); unattributed tracebacks count one each
+            st = owner(job, ev)
+            who = writer(job, ev) if st is not None and st.rank is not None else ("line", ev.file, ev.line)
+            waits[keys[0]].setdefault(who, ev)
+    out = []
+    for key, by_writer in waits.items():
+        m = _RANK_KEY.search(key)
+        if m is None:
+            continue
+        rank = int(m.group(1))
+        waiters = {global_rank(job, e) for e in by_writer.values()} - {None}
+        if rank in waiters or (job.ranks_expected and rank >= job.ranks_expected):
+            continue  # nobody waits for its own key; a number beyond the world is not a rank
+        evs = list(by_writer.values())
+        ms = next((int(_KEYS.search(str(e.get("err") or e.get("msg"))).group("ms")) for e in evs), None)
+        out.append(Statement([rank], f"{plural(len(evs), 'process')} waited {fmt_ms(ms)} for the store key "
+                             f"{key!r}, which rank {rank} publishes and never did", evs[:3]))
+    return out

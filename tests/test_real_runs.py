@@ -1,0 +1,42 @@
+"""Recorded real torchrun runs (fixtures/realruns/, made by make.py): each verdict must be right.
+
+Every run holds exactly what real torch 2.13 processes wrote under real torchrun (gloo, CPU), with
+one injected fault; expected.json says, from the fault and the catalogue, who the culprit is and
+which rules must and must not fire. fixtures/realruns/judge.py says what "right" means.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from nccl_doctor import analyze
+
+RUNS = Path(__file__).resolve().parent.parent / "fixtures" / "realruns"
+sys.path.insert(0, str(RUNS))
+
+from judge import judge_run  # noqa: E402
+
+
+def _runs() -> list:
+    return [pytest.param(p.parent, id=p.parent.name) for p in sorted(RUNS.glob("*/expected.json"))]
+
+
+def test_there_are_enough_recorded_runs():
+    runs = [json.loads(p.read_text(encoding="utf-8")) for p in RUNS.glob("*/expected.json")]
+    assert len(runs) >= 40
+    families = {r["family"] for r in runs}
+    assert {"own failure", "death by signal", "hang", "desync", "start-up", "elastic", "multi-node",
+            "healthy"} <= families
+    assert {r["world_size"] for r in runs} >= {2, 3, 4, 6, 8}
+
+
+@pytest.mark.parametrize("run", _runs())
+def test_real_run_verdict(run: Path) -> None:
+    expected = json.loads((run / "expected.json").read_text(encoding="utf-8"))
+    report = analyze([str(run)], jobs=1)
+    ok, why = judge_run(report, expected)
+    assert ok, f"{expected['description']}: {why}\nverdict: {(report.verdict or {}).get('summary')}"
