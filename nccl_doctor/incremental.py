@@ -160,8 +160,8 @@ class _Source:
         for i in range(len(self.pending) - 3, 0, -1):
             text = strip(clean_line(self.pending[i][:-1]))[1]
             if _KV.match(text) or _CFE_IDX.match(text) or _CFE_FIELD.match(text) or _STALL_RANK.match(text) \
-                    or text.strip() == "<NO_OTHER_FAILURES>":
-                continue
+                    or text.strip() == "<NO_OTHER_FAILURES>" or text[:1].isspace():
+                continue  # an indented line belongs to what is above it (a traceback, a table, what())
             if not is_continuation(text) or not spans(b"".join(self.pending[max(0, i - 4):i + 3])):
                 return i
         return None

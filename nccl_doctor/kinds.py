@@ -137,6 +137,8 @@ KINDS: dict[str, str] = {
     "elastic_rdzv": "role, restart_count, master_addr, master_port, group_rank, group_world_size, local_ranks, role_ranks, "
     "global_ranks, role_world_sizes, global_world_sizes: rendezvous result block",
     "elastic_failed": "code, local_rank, pid, binary: 'failed (exitcode: -6) local_rank: 6 (pid: 1246013) of binary: ...'",
+    "elastic_forced_kill": "pid, sig, force: 'Unable to shutdown process N via 15, forcefully exiting via 9' (the agent "
+    "SIGKILLs a worker that ignored its SIGTERM)",
     "elastic_sigterm": "pid, sig: 'Sending process 1234 closing signal SIGTERM'; DeepSpeed's launcher 'Killing subprocess 1234' (sig SIGKILL)",
     "elastic_death_signal": "sig: 'Received Signals.SIGTERM death signal, shutting down workers'",
     "elastic_cfe": "root_cause (bool), idx, time, host, rank, local_rank, exitcode, pid, sig, error_file, traceback: "

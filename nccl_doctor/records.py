@@ -109,9 +109,15 @@ def _join_cfe(header: str, next_line: NextLine, peek_line: NextLine) -> list[str
             current = [nxt.strip()]
             next_line()
             continue
-        if current is not None and _CFE_FIELD.match(nxt):
-            current.append(nxt.strip())
+        field = _CFE_FIELD.match(nxt) if current is not None else None
+        if field is not None:
             next_line()
+            if field.group(1) == "traceback" and field.group(2).startswith("Traceback (most recent call last)"):
+                # @record puts the worker's whole traceback in the table: keep its last line, the
+                # exception (what the worker died of), as the field's value.
+                current.append(f"traceback : {_table_traceback(next_line, peek_line) or field.group(2)}")
+            else:
+                current.append(nxt.strip())
             continue
         if nxt.strip() == "<NO_OTHER_FAILURES>":
             next_line()
@@ -124,6 +130,22 @@ def _join_cfe(header: str, next_line: NextLine, peek_line: NextLine) -> list[str
 
 
 _TERMINATE = "terminate called after throwing an instance of"
+_CFE_END = re.compile(r"^\s{0,4}(?:\[\d{1,7}\]:\s*$|[-=]{8,}\s*$|Root Cause \(first observed failure\))")
+
+
+def _table_traceback(next_line: NextLine, peek_line: NextLine) -> str:
+    """Consume a failure-table traceback's indented lines; return its last one (the exception)."""
+    last = ""
+    for _ in range(2000):
+        nxt = peek_line()
+        if nxt is None or _CFE_END.match(nxt) or not nxt[:1].isspace():
+            break
+        next_line()
+        if nxt.strip():
+            last = nxt.strip()
+    return last
+
+
 BLOCK_LITERALS = ("Rendezvous complete", _CFE_ROOT, _CFE_FAIL, "Stalled ranks:", "Missing ranks:", _TERMINATE)
 
 #: A wrapped continuation: not blank, and not the start of a new prefixed record.

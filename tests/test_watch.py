@@ -140,6 +140,33 @@ def test_analyzer_line_by_line_equals_analyze_per_file(monkeypatch, log):
     assert live.report().to_dict() == nccl_doctor.analyze(str(log)).to_dict()
 
 
+REAL_RUNS = sorted(p.parent for p in (Path(__file__).resolve().parent.parent / "fixtures" / "realruns").glob(
+    "*/expected.json"))
+
+
+@pytest.mark.parametrize("run", REAL_RUNS, ids=[p.name for p in REAL_RUNS])
+def test_analyzer_equals_analyze_on_real_runs(monkeypatch, run):
+    """Recorded torchrun jobs fed in small commits: tables with @record tracebacks, terminate and
+    what() pairs, tracebacks' quoted source lines must come out as the batch reader reads them."""
+    from nccl_doctor.analysis import _flight_recorder
+
+    monkeypatch.setattr(incremental, "COMMIT_BYTES", 256)
+    live = Analyzer()
+    files, skipped = discover([str(run)])
+    events, logs, dump_skipped = _flight_recorder(files)  # as watch does: dumps are not lines
+    rng = random.Random(3)
+    for f in logs:
+        data = Path(f.real).read_bytes()
+        live.feed_bytes(f.path, b"")  # an empty file is an input too
+        i = 0
+        while i < len(data):
+            n = rng.randint(1, 400)
+            live.feed_bytes(f.path, data[i:i + n])
+            i += n
+    live.set_context(skipped=skipped + dump_skipped, events=events)
+    assert live.report().to_dict() == nccl_doctor.analyze(str(run)).to_dict()
+
+
 @pytest.mark.parametrize("scenario,layout", [("MN3", "srun-interleaved"), ("RK1", "kubectl"),
                                              ("NET1", "nccl-debug-file"), ("MN5", "per-rank")])
 def test_analyzer_equals_analyze_on_generated_jobs(tmp_path, monkeypatch, scenario, layout):

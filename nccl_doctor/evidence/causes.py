@@ -62,6 +62,10 @@ _REPORTS = ("elastic_cfe", "elastic_failed", "slurm_task_exit", "mp_spawn_failed
             "slurm_node_fail")
 
 
+#: A failure table's traceback field that holds an exception (torchrun @record), not a signal note.
+_TABLE_EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w{0,64}\.){0,8}[A-Za-z_]\w{0,64}(?:Error|Exception|Exit|Interrupt)\b")
+
+
 def _exit_is_consequence(code: int | None, sig: str | None, job_timed_out: bool) -> bool | None:
     """None: not a failure at all (exit 0); True: killed because of someone else."""
     if code == 0 and not sig:
@@ -154,6 +158,11 @@ def _classify_exit(ev: Event, job_timed_out: bool) -> tuple[str, str] | None:
         code, sig = int_in(get("exitcode")), get("sig")
         if _exit_is_consequence(code, sig, job_timed_out) is not False:
             return None
+        said = str(get("traceback") or "")
+        if _TABLE_EXCEPTION.match(said):  # @record: the row holds the worker's exception
+            if _CONSEQUENCE.search(said) and not _cuda_text(said):
+                return None
+            return ("cuda" if _cuda_text(said) else "exception"), said[:200]
         return "exit", f"exit code {code}" + (f" ({sig})" if sig else "") + " in torchrun's failure table"
     if k == "elastic_failed":
         code = int_in(get("code"))

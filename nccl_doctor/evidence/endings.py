@@ -23,7 +23,7 @@ from ..events import Event
 from ..model import JobModel, RankState
 from .causes import _OWN_ERRORS, _REPORTS, _TIMEOUT_ECHOES, CAUSE_KINDS, classify
 from .facts import _per_job, fmt_ranks, int_in, plural
-from .failures import failures, state_for_pid
+from .failures import failures, forced_kills, state_for_pid
 from .timeouts import timed_out_states, timeouts_by_pg
 
 #: Echo text of a peer that went away (not a timeout: the waiter did not wait the full window).
@@ -53,6 +53,9 @@ def endings(job: JobModel) -> dict[int, Ending]:
     timed = timed_out_states(job)
     timed_ranks = {r for pt in timeouts_by_pg(job).values() for r in pt.ranks}
     killed = _launcher_kills(job)
+    exits = {int_in(e.get("rank")) for e in job.by_kind("elastic_cfe")
+             if int_in(e.get("exitcode")) not in (None, 0, -15, 143) and "TERM" not in str(e.get("sig") or "")
+             and int_in(e.get("rank")) not in killed}
     out: dict[int, Ending] = {}
     for rank in world:
         st = known.get(rank)
@@ -63,8 +66,8 @@ def endings(job: JobModel) -> dict[int, Ending]:
             how = "timeout"
         elif any(e.kind in _TIMEOUT_ECHOES or _WAITED.search(_text(e)) for e in own):
             how = "timeout"  # it waited (in a collective, at the store, at a barrier) until it gave up
-        elif own:
-            how = "echo"
+        elif own or rank in exits:
+            how = "echo"  # its errors, or the failed exit the launcher reports, echo another's failure
         elif rank in killed:
             how = "killed"
         else:
@@ -82,9 +85,11 @@ def _text(ev: Event) -> str:
 def _launcher_kills(job: JobModel) -> dict[int, list[Event]]:
     """rank -> the launcher's lines that stopped it (SIGTERM to its pid, -15/143 in torchrun's table)."""
     out: dict[int, list[Event]] = {}
+    forced = forced_kills(job)
     for ev in job.by_kind("elastic_cfe"):
         code, rank = int_in(ev.get("exitcode")), int_in(ev.get("rank"))
-        if rank is not None and (code in (-15, 143) or "TERM" in str(ev.get("sig") or "")):
+        if rank is not None and (code in (-15, 143) or "TERM" in str(ev.get("sig") or "")
+                                 or int_in(ev.get("pid")) in forced.get(ev.file, ())):
             out.setdefault(rank, []).append(ev)
     for ev in job.by_kind("elastic_sigterm"):
         st = state_for_pid(job, ev.get("pid"), ev.host, ev.file)

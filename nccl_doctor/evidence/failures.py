@@ -216,6 +216,51 @@ def _echoed_exit(job: JobModel, ev: Event, echo: tuple[set[int], set[int]]) -> b
     return bool(procs) and all(id(st) in states for st in procs)
 
 
+@_per_job
+def _agent_sigterms(job: JobModel) -> dict[str, set[int]]:
+    """file -> the pids torchrun's agent sent SIGTERM to ("Sending process N closing signal SIGTERM")."""
+    out: dict[str, set[int]] = defaultdict(set)
+    for e in job.by_kind("elastic_sigterm"):
+        if int_in(e.get("pid")) is not None:
+            out[e.file].add(int_in(e.get("pid")))  # type: ignore[arg-type]
+    return out
+
+
+@_per_job
+def forced_kills(job: JobModel) -> dict[str, set[int]]:
+    """file -> pids the agent SIGKILLed after they ignored its SIGTERM."""
+    out: dict[str, set[int]] = defaultdict(set)
+    for e in job.by_kind("elastic_forced_kill"):
+        if int_in(e.get("pid")) is not None:
+            out[e.file].add(int_in(e.get("pid")))  # type: ignore[arg-type]
+    return out
+
+
+def _forced_kill(job: JobModel, ev: Event) -> bool:
+    """A -9 exit (or the table's SIGKILL note) of a worker its agent had to kill: the launcher's doing."""
+    if ev.kind not in ("elastic_failed", "elastic_cfe", "signal"):
+        return False
+    code = int_in(ev.get("exitcode") if ev.kind == "elastic_cfe" else ev.get("code") if ev.kind == "elastic_failed"
+                  else -int_in(ev.get("signal") or 0))
+    return code in (-9, 137) and int_in(ev.get("pid")) in forced_kills(job).get(ev.file, set())
+
+
+def _outside_sigterm(job: JobModel, ev: Event) -> tuple[str, str] | None:
+    """A worker that died of a SIGTERM its agent did not send (the agent lists the pids it stops):
+    someone else killed it (an operator, the scheduler, a preemption); a cause, not the launcher's
+    clean-up."""
+    if ev.kind not in ("elastic_failed", "elastic_cfe"):
+        return None
+    code = int_in(ev.get("exitcode") if ev.kind == "elastic_cfe" else ev.get("code"))
+    pid = int_in(ev.get("pid"))
+    sent = _agent_sigterms(job).get(ev.file)
+    if code not in (-15, 143) or pid is None or not sent or pid in sent:
+        return None
+    return "signal", (f"exit code {code} (SIGTERM) that the launcher did not send (it stopped pids "
+                      f"{', '.join(map(str, sorted(sent)[:6]))}): killed from outside, by an operator, "
+                      "the scheduler or a preemption")
+
+
 def _aborted_on_echo(job: JobModel, ev: Event) -> bool:
     """The rank's C++ terminates (its own, or in the report's file with no rank) were all echoes."""
     named = [r for r in _fail_ranks(job, ev) if r is not None]
@@ -273,8 +318,8 @@ def failures(job: JobModel) -> list[Failure]:
     merged: dict[tuple, Failure] = {}
     for ev in job.by_kind(*CAUSE_KINDS):
         st = owner(job, ev)
-        cls = classify(ev, job_timed_out, st is not None and id(st) in timed)
-        if cls is None or _echoed_exit(job, ev, echo) or is_wrapper_echo(job, ev):
+        cls = classify(ev, job_timed_out, st is not None and id(st) in timed) or _outside_sigterm(job, ev)
+        if cls is None or _echoed_exit(job, ev, echo) or is_wrapper_echo(job, ev) or _forced_kill(job, ev):
             continue
         cat, what = cls
         own = global_rank(job, ev)

@@ -23,7 +23,7 @@ from ..events import Event
 _FILE_RANK = re.compile(r"(?:^|[^a-z])(?:rank|task)[-_.]?(\d{1,7})(?:\D|$)", re.I)
 _DEFAULT_PG = {None, 0, "0", "default_pg"}
 _TRUST = {"launcher": 0, "nccl communicator": 1, "torch options": 2, "file name": 3, "flight recorder": 3,
-          "default group": 4}
+          "log folder": 3, "default group": 4}
 
 
 @dataclass(slots=True)
@@ -61,6 +61,19 @@ class _Union:
             self.parent[rb] = ra
 
 
+#: torchrun --log-dir: <log dir>/<run id>/attempt_<k>/<local rank>/{stdout,stderr}.log (and error.json)
+_LOGDIR_SLOT = re.compile(r"^(?P<attempt>.*/attempt_\d{1,6})/(?P<local>\d{1,5})/(?:stdout|stderr)\.log$")
+
+
+_SELF_RANK = re.compile(r"(?<![\w-])(?:rank|RANK) ?[=:] ?(\d{1,7})(?![\d.])")
+
+
+def logdir_slot(path: str) -> tuple[str, int] | None:
+    """(the attempt folder, the local rank) of a file in torchrun's ``--log-dir`` tree, else None."""
+    m = _LOGDIR_SLOT.match(path.replace("\\", "/"))
+    return (m.group("attempt"), int(m.group("local"))) if m else None
+
+
 def file_rank(path: str) -> int | None:
     """Rank from a file name like ``rank-00012.log``, ``worker_3.out``; None when absent."""
     name = path.replace("\\", "/").rsplit("/", 1)[-1]
@@ -75,6 +88,12 @@ def _is_default_pg(ev: Event) -> bool:
 
 def _keys(ev: Event, file_has_labels: bool) -> list[tuple]:
     keys = []
+    slot = logdir_slot(ev.file)
+    if slot is not None:
+        # The folder is the process: its stdout.log and stderr.log, one attempt, one local rank.
+        if ev.local_rank is None:
+            ev.local_rank = slot[1]
+        keys.append(("logdir", *slot))
     if ev.host is not None and ev.pid is not None:
         keys.append(("proc", ev.host, ev.pid))
     lpid = ev.fields.get("launcher_pid")
@@ -82,6 +101,14 @@ def _keys(ev: Event, file_has_labels: bool) -> list[tuple]:
         # A launcher prefix that names the pid but no host (Ray's "(RayTrainWorker pid=N, ip=A)"):
         # the same pid and address in one file is one process, whose NCCL lines carry that prefix too.
         keys.append(("lpid", ev.file, ev.fields.get("launcher_ip"), lpid))
+    if ev.rank is None and ev.kind == "rank_world":
+        # A script stating its own rank ("rank 3 of 8", "world_size=8 rank=3") wrote that line.
+        own = ev.get("rank")
+        if not isinstance(own, int):
+            m = _SELF_RANK.search(ev.text)
+            own = int(m.group(1)) if m else None
+        if isinstance(own, int):
+            keys.append(("rank", own))
     if ev.rank is not None:
         keys.append(("rank", ev.rank))
     if ev.local_rank is not None:
@@ -156,7 +183,26 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
         _fill_identity(p, world, shared)
         if p.rank is None and len(linked.get(p.key, ())) == 1:
             p.rank, p.rank_source = next(iter(linked[p.key])), "launcher"
+    _single_node_log_folders(procs, world)
     return _merge_same_rank(procs)
+
+
+def _single_node_log_folders(procs: list[Proc], world: int | None) -> None:
+    """One node's ``--log-dir`` attempt holding a folder for every rank of the world: local rank is
+    global rank (a multi-node job's attempt holds only its node's ranks, and says nothing here)."""
+    slots: dict[str, set[int]] = defaultdict(set)
+    for p in procs:
+        for f in p.files:
+            slot = logdir_slot(f)
+            if slot is not None:
+                slots[slot[0]].add(slot[1])
+    for p in procs:
+        found = {logdir_slot(f) for f in p.files} - {None}
+        if p.rank is not None or len(found) != 1 or world is None:
+            continue
+        attempt, local = next(iter(found))
+        if slots[attempt] == set(range(world)):
+            p.rank, p.rank_source = local, "log folder"
 
 
 def _rank_list(value: object) -> list[int]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..events import Event, LastLine
-from .identity import Proc, build_processes
+from .identity import Proc, build_processes, logdir_slot
 
 #: Init stages in the order NCCL reaches them.
 STAGES = ("none", "started", "bootstrap", "init_start", "topology", "connected", "init_complete",
@@ -161,6 +161,7 @@ def world_size(events: list[Event]) -> int | None:
     """
     sizes: list[int] = []
     table = 0
+    folders_seen: set[str] = set()
     claims: dict[int, dict[int, set]] = defaultdict(lambda: defaultdict(set))
     for e in events:
         k = e.kind
@@ -176,6 +177,11 @@ def world_size(events: list[Event]) -> int | None:
             sizes.append(e.get("world_size"))
         elif k == "elastic_cfe" and isinstance(e.get("rank"), int):
             table = max(table, e.get("rank") + 1)  # torchrun's failure table: a lower bound
+        if e.file not in folders_seen:
+            folders_seen.add(e.file)
+            slot = logdir_slot(e.file)
+            if slot is not None:  # torchrun --log-dir: a folder per local rank, a lower bound too
+                table = max(table, slot[1] + 1)
         elif k == "elastic_rdzv":
             w = e.get("global_world_sizes")
             if isinstance(w, str) and w.strip("[] "):
