@@ -230,8 +230,8 @@ class Scanner:
                     break
                 p_start = chunk.rfind(b"\n", 0, p_end) + 1
                 lf, prev = line_at(p_start, p_end)
-                if not prev.strip():
-                    break
+                if not prev.strip() or match(prev) is not None:
+                    break  # a line that is a record by itself was not cut: nothing joins onto it
                 parts.insert(0, prev.strip())
                 if lf or not is_continuation(prev):  # the record's first line (it may carry a label)
                     break

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from ..events import Event
 from ..model import JobModel, RankState
 from .causes import _OWN_ERRORS, _REPORTS, _TIMEOUT_ECHOES, CAUSE_KINDS, classify
-from .facts import _per_job, fmt_ranks, int_in, plural
+from .facts import _per_job, file_host, fmt_ranks, int_in, plural
 from .failures import failures, forced_kills, state_for_pid
 from .timeouts import timed_out_states, timeouts_by_pg
 
@@ -39,7 +39,7 @@ _OWN = (frozenset(_OWN_ERRORS) | frozenset(CAUSE_KINDS)) - frozenset(_REPORTS)
 class Ending:
     rank: int
     state: RankState | None
-    how: str  # cause | timeout | echo | killed | none
+    how: str  # cause | timeout | echo | story | killed | none
     events: list[Event] = field(default_factory=list)
     peer_gone: bool = False  # its echo is a peer that closed the connection
 
@@ -68,6 +68,8 @@ def endings(job: JobModel) -> dict[int, Ending]:
             how = "timeout"  # it waited (in a collective, at the store, at a barrier) until it gave up
         elif own or rank in exits:
             how = "echo"  # its errors, or the failed exit the launcher reports, echo another's failure
+        elif st is not None and st.errors:
+            how = "story"  # an error line of another kind (a W&B timeout, an NCCL WARN): its own rule tells
         elif rank in killed:
             how = "killed"
         else:
@@ -107,7 +109,7 @@ def quiet_odd_ones(job: JobModel) -> tuple[list[Ending], str]:
     waited = [e for e in ends.values() if e.how in ("timeout", "echo")]
     timed = sum(e.how == "timeout" for e in waited)
     quiet = [e for e in ends.values() if e.how in ("killed", "none")]
-    if not waited or len(quiet) > max(1, len(ends) // ODD_SHARE):
+    if not waited or (len(quiet) > max(1, len(ends) // ODD_SHARE) and not _one_node(job, quiet, waited)):
         return [], ""
     if not timed:
         # Nobody waited out a timeout: a peer went away. A rank the launcher stopped was still
@@ -119,6 +121,26 @@ def quiet_odd_ones(job: JobModel) -> tuple[list[Ending], str]:
     seen = ("timed out waiting" if timed == len(waited) else "lost the connection to a peer" if timed == 0
             else "timed out waiting or lost the connection to a peer")
     return quiet, f"{plural(len(waited), 'rank')} ({fmt_ranks(e.rank for e in waited)}) {seen}"
+
+
+def host_of_rank(job: JobModel, e: Ending) -> str | None:
+    if e.state is not None and e.state.host:
+        return e.state.host
+    if e.rank in job.rank_hosts:
+        return job.rank_hosts[e.rank]
+    files = set(e.state.files) if e.state is not None else set()
+    hosts = {file_host(job, f) for f in files}
+    return next(iter(hosts)) if len(hosts) == 1 else None
+
+
+def _one_node(job: JobModel, quiet: list[Ending], waited: list[Ending]) -> bool:
+    """The quiet ranks are every rank of one node, and the others are on other nodes: a node that
+    stopped as a whole (it died, or its agent was killed), not a scattering of silent ranks."""
+    hosts = {host_of_rank(job, e) for e in quiet}
+    if len(hosts) != 1 or None in hosts:
+        return False
+    others = {host_of_rank(job, e) for e in waited}
+    return None not in others and not hosts & others
 
 
 @_per_job

@@ -23,8 +23,8 @@ from typing import Any
 from ..events import Event, LastLine
 from ..model import JobModel, RankState, pg_key, stage_index
 from .dumps import dump_facts
-from .endings import late_arrivals, quiet_odd_ones
-from .facts import _per_job, count_ranks, global_rank, int_in, owner, per_rank_layout, pg_label, plural
+from .endings import host_of_rank, late_arrivals, quiet_odd_ones
+from .facts import _per_job, count_ranks, file_host, global_rank, int_in, owner, per_rank_layout, pg_label, plural
 from .failures import failures, job_failed, killed_ranks
 from .rendezvous import incomplete
 from .statements import named_by_torch
@@ -319,14 +319,22 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
                             f"ranks reached '{top}'", "medium", ev))
     # Last: the same ranks are often named above with the collective they did not reach.
     odd, seen = quiet_odd_ones(job)
+    node = {host_of_rank(job, e) for e in odd} if len(odd) > 1 else set()
     for e in odd:
-        if e.how == "killed":
+        if len(node) == 1 and None not in node:
+            host = next(iter(node))
+            reported = any(file_host(job, ev.file) == host for ev in job.by_kind("elastic_failed", "elastic_cfe"))
+            why, conf = (f"every rank of {host} stopped with no error while {seen}" + (
+                ", and its launcher stopped them" if reported else ", and that node's log ends with no launcher "
+                "report: the node itself stopped (it died, lost power or its agent was killed)")), "high"
+        elif e.how == "killed":
             why, conf = f"it wrote no error while {seen}; the launcher had to stop it (SIGTERM): it was hung", "high"
         elif e.state is not None:
             why, conf = f"it wrote no error while {seen}, and its lines stop there: it hung or left without a word", "high"
         else:
             why, conf = f"it wrote no line while {seen}", "medium"
-        add(Suspect(e.rank, e.state, why, conf, e.events or (e.state.events[-1:] if e.state else [])))
+        add(Suspect(e.rank, e.state, why, conf, e.events or (e.state.events[-1:] if e.state else []),
+                    host=host_of_rank(job, e)))
     return sorted(found.values(), key=lambda s: (s.rank is None, s.rank or 0))
 
 
