@@ -24,7 +24,17 @@ from ..events import Event, LastLine
 from ..model import JobModel, RankState, pg_key, stage_index
 from .dumps import dump_facts
 from .endings import host_of_rank, late_arrivals, quiet_odd_ones
-from .facts import _per_job, count_ranks, file_host, global_rank, int_in, owner, per_rank_layout, pg_label, plural
+from .facts import (
+    _per_job,
+    count_ranks,
+    file_host,
+    global_rank,
+    int_in,
+    owner,
+    per_rank_layout,
+    pg_label,
+    plural,
+)
 from .failures import failures, job_failed, killed_ranks
 from .rendezvous import incomplete
 from .statements import named_by_torch
