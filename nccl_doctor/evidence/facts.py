@@ -274,11 +274,11 @@ from .failures import (  # noqa: E402
     killed_ranks,
     state_for_pid,
 )
+from .silent import silent_ranks  # noqa: E402
 from .suspects import (  # noqa: E402
     EARLY_SEQ,
     Suspect,
     lagging_ranks,
-    silent_ranks,
     stage_outliers,
     still_starting,
     strongest,

@@ -14,7 +14,6 @@ from ``facts`` too. Results are cached per job like the facts.
 
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,11 +22,10 @@ from typing import Any
 from ..events import Event, LastLine
 from ..model import JobModel, RankState, pg_key, stage_index
 from .dumps import dump_facts
-from .endings import host_of_rank, late_arrivals, quiet_odd_ones
+from .endings import late_arrivals, quiet_odd_ones
 from .facts import (
     _per_job,
     count_ranks,
-    file_host,
     global_rank,
     int_in,
     owner,
@@ -35,10 +33,7 @@ from .facts import (
     pg_label,
     plural,
 )
-from .failures import failures, job_failed, killed_ranks
-from .rendezvous import incomplete
-from .statements import named_by_torch
-from .timeouts import WatchdogKill, timed_out_states, timeouts_by_pg, watchdog_kills
+from .timeouts import WatchdogKill, timeouts_by_pg, watchdog_kills
 
 
 @dataclass(slots=True, eq=False)
@@ -255,153 +250,6 @@ def stage_outliers(job: JobModel) -> list[tuple[RankState, str, str]]:
         return []
     top_name = next(r.stage for r in staged if stage_index(r.stage) == top)
     return [(r, r.stage, top_name) for r in staged if stage_index(r.stage) < top]
-
-
-@_per_job
-def silent_ranks(job: JobModel) -> list[Suspect]:
-    """Ranks that wrote nothing, or stopped early with no error while the others went on."""
-    found: dict[Any, Suspect] = {}
-    failed_states = {id(f.state) for f in failures(job) if f.state is not None}
-    failed_ranks = {f.rank for f in failures(job) if f.rank is not None}
-    timed = timed_out_states(job)
-
-    killed_states, killed = killed_ranks(job)
-
-    def quiet(st: RankState | None, rank: int | None) -> bool:
-        """No error (not even an echo of someone else's), no timeout and no kill by the launcher:
-        the dead rank usually writes nothing."""
-        busy = st is not None and (id(st) in failed_states or id(st) in timed or id(st) in killed_states
-                                   or bool(st.errors))
-        return not busy and rank not in failed_ranks and rank not in killed
-
-    def add(s: Suspect) -> None:
-        if s.host is None and s.rank is not None:
-            s.host = job.rank_hosts.get(s.rank)
-        key = s.rank if s.rank is not None else id(s.state)
-        if key not in found or _CONF[s.confidence] > _CONF[found[key].confidence]:
-            found[key] = s
-
-    for ev in job.by_kind("hvd_missing_ranks"):
-        for rank in sorted({int(x) for x in re.findall(r"\d{1,7}", str(ev.get("ranks") or ""))}):
-            add(Suspect(rank, job.known_ranks().get(rank), "Horovod reports it never submitted the tensor "
-                        f"{ev.get('tensor') or ''} (missing ranks)".replace("  ", " "), "high", [ev]))
-    for said in named_by_torch(job):  # the waiters name whom they waited for
-        for rank in said.ranks:
-            add(Suspect(rank, job.known_ranks().get(rank), said.reason, "high", said.events))
-    absent = incomplete(job)
-    if absent is not None:
-        add(Suspect(None, None, absent.what, "high", absent.events, label="a node"))
-    exited = _reported_exits(job)
-    gone = dump_facts(job).missing  # ranks without a flight-recorder dump while the others wrote one
-    if gone is not None and gone.confidence != "low":
-        for rank in gone.ranks:
-            # a rank whose exit the launcher reported as the echo of another's failure left no dump
-            # for that reason; a rank that died of its own failure (-9) did not write one either
-            if rank not in killed and (rank not in exited or rank in failed_ranks):
-                add(Suspect(rank, job.known_ranks().get(rank), f"it {gone.reason}", gone.confidence,
-                            gone.evidence[:3]))
-    symptom = job_failed(job)
-    per_rank = per_rank_layout(job)
-    # Processes whose rank is unknown may be the "missing" ranks: then absence is only a hint.
-    rankless = any(r.rank is None and (r.host or r.pid is not None) for r in job.ranks)
-    missing = job.missing_ranks() if symptom else []
-    # Nearly every rank is in the logs: then a rank without a line really wrote none.
-    covered = bool(job.ranks_expected) and job.ranks_expected >= 4 and \
-        job.ranks_expected - len(missing) >= 0.9 * job.ranks_expected
-    for rank in missing:
-        if rank in killed or rank in exited:
-            continue  # the launcher reports how it ended: not a rank that never ran
-        if rankless and not per_rank:
-            add(Suspect(rank, None, f"the job has {job.ranks_expected} ranks but no line names rank {rank}",
-                        "low", [], confirmed=False))
-        else:
-            host = _neighbours_host(job, rank)
-            where = f" (probably on the host of its neighbours {rank - 1} and {rank + 1})" if host else ""
-            add(Suspect(rank, None, f"the job has {job.ranks_expected} ranks but rank {rank} wrote no line{where}",
-                        "high" if per_rank else "medium", [], host=host,
-                        confirmed=per_rank or covered or _launcher_labelled(job)))
-    if symptom:
-        _silent_in_timeouts(job, add, quiet, per_rank)
-        for st, stage, top in stage_outliers(job):
-            if quiet(st, st.rank) and (st.rank is not None or st.host):
-                ev = [e for e in st.events if e.kind.startswith("nccl_")][-1:]
-                add(Suspect(st.rank, st, f"stopped at NCCL init stage '{stage}' with no error while most "
-                            f"ranks reached '{top}'", "medium", ev))
-    # Last: the same ranks are often named above with the collective they did not reach.
-    odd, seen = quiet_odd_ones(job)
-    node = {host_of_rank(job, e) for e in odd} if len(odd) > 1 else set()
-    for e in odd:
-        if len(node) == 1 and None not in node:
-            host = next(iter(node))
-            reported = any(file_host(job, ev.file) == host for ev in job.by_kind("elastic_failed", "elastic_cfe"))
-            why, conf = (f"every rank of {host} stopped with no error while {seen}" + (
-                ", and its launcher stopped them" if reported else ", and that node's log ends with no launcher "
-                "report: the node itself stopped (it died, lost power or its agent was killed)")), "high"
-        elif e.how == "killed":
-            why, conf = f"it wrote no error while {seen}; the launcher had to stop it (SIGTERM): it was hung", "high"
-        elif e.state is not None:
-            why, conf = f"it wrote no error while {seen}, and its lines stop there: it hung or left without a word", "high"
-        else:
-            why, conf = f"it wrote no line while {seen}", "medium"
-        add(Suspect(e.rank, e.state, why, conf, e.events or (e.state.events[-1:] if e.state else []),
-                    host=host_of_rank(job, e)))
-    return sorted(found.values(), key=lambda s: (s.rank is None, s.rank or 0))
-
-
-def _reported_exits(job: JobModel) -> set[int]:
-    """Ranks whose failed exit torchrun's table reports (their missing dump is explained by it)."""
-    return {int_in(e.get("rank")) for e in job.by_kind("elastic_cfe")
-            if int_in(e.get("rank")) is not None and int_in(e.get("exitcode")) not in (None, 0)}
-
-
-def _neighbours_host(job: JobModel, rank: int) -> str | None:
-    """Ranks are placed in blocks per node: when both neighbours of a missing rank share a host, so
-    (almost certainly) does the missing rank."""
-    known = job.known_ranks()
-    lo, hi = known.get(rank - 1), known.get(rank + 1)
-    if lo is not None and hi is not None and lo.host and lo.host == hi.host:
-        return lo.host
-    return None
-
-
-def _launcher_labelled(job: JobModel) -> bool:
-    """Every line of the job carries its rank from the launcher (one combined but labelled stream),
-    and no unlabelled worker output (a script's plain prints) sits beside the labelled lines."""
-    labelled = [r for r in job.ranks if r.rank is not None and r.rank_source != "flight recorder"]  # dumps: no lines
-    if not labelled or not all(r.rank_source == "launcher" for r in labelled):
-        return False
-    files = {f for r in labelled for f in r.files}
-    return not any(r.rank is None and set(r.files) & files and r.of_kind(*_WORKER_OUTPUT) for r in job.ranks)
-
-
-#: Lines only a worker writes (not the launcher): progress and start-up prints.
-_WORKER_OUTPUT = ("train_step", "train_epoch", "rank_world", "startup_work", "checkpoint_load")
-
-
-def _silent_in_timeouts(job: JobModel, add: Callable[[Suspect], None], quiet: Callable[..., bool],
-                        per_rank: bool) -> None:
-    """Default-group timeouts: every rank is a member, so a present rank that neither timed out nor
-    failed stopped before the others (died without a word, or hung outside the watchdog's reach)."""
-    pt = timeouts_by_pg(job).get("default")
-    if pt is None or len(pt.ranks) < 2:
-        return
-    first = pt.ts
-    lagging = {s.rank for s in lagging_ranks(job)}
-    reporting_hosts = {r.host for r in pt.reports if r.host}
-    reported = set(pt.ranks)
-    for st in job.ranks:
-        if st.rank is None or st.rank in reported or st.rank in lagging or not quiet(st, st.rank):
-            continue
-        last = st.last_line
-        if first is not None and last is not None and last.ts is not None and last.ts >= first:
-            continue  # it was still writing when the others timed out
-        # Its own file, a stream whose every line names its rank, or a host whose other ranks' timeouts
-        # are in the logs: then the silence is real, not the edge of an excerpt.
-        sure = per_rank or st.rank_source == "launcher" or (st.host is not None and st.host in reporting_hosts)
-        add(Suspect(st.rank, st, f"it reported no timeout in {pg_label('default')} while "
-                    f"{plural(len(pt.ranks), 'rank')} timed out"
-                    + (f" in SeqNum {pt.seq}" if pt.seq is not None else ""),
-                    "high" if per_rank else "medium" if sure else "low", st.events[-1:], confirmed=sure))
 
 
 def strongest(suspects: list[Suspect]) -> list[Suspect]:
