@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from fake_report import hang_report, rank_state
 
@@ -171,9 +169,7 @@ def test_helpers():
     assert fmt_duration(42) == "42s" and fmt_duration(1800) == "30m" and fmt_duration(7500) == "2h05"
 
 
-def test_16k_ranks_build_quickly():
+def test_16k_ranks_build():  # how long it takes is measured by benchmarks/tui_paint.py, not here
     rep = hang_report(n=16384, per_host=8, culprit=12345)
-    start = time.perf_counter()
     tl = build(rep)
-    assert time.perf_counter() - start < 10
     assert tl.n == 16384 and tl.last["ranks"] == [12345]
