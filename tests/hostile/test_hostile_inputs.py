@@ -43,8 +43,8 @@ def test_random_binary_next_to_a_good_log_is_skipped_with_reason(tmp_path):
 def test_empty_file_and_empty_folder(tmp_path):
     (tmp_path / "empty.log").write_bytes(b"")
     (tmp_path / "sub").mkdir()
-    report = analyze([str(tmp_path)], jobs=1)
-    assert report.inputs["files"] == 1 and report.inputs["lines"] == 0 and report.findings == []
+    report = analyze([str(tmp_path)], jobs=1)  # nothing read is never a healthy verdict
+    assert report.exit_status == 2 and "no log line" in report.nothing_found and report.findings == []
     r = cli("analyze", str(tmp_path / "sub"))
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
 
