@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .model.job import _STAGE_OF, STAGES, TIMEOUT_KINDS, JobModel, RankState, pg_key, stage_index
-from .report.reach import last_coll, main_pg, reach_label
+from .report.reach import last_coll, main_pg, reach_label, stage_label
 
 #: Worst first; the order of filters and legends.
 STATUSES = ("failed", "timed_out", "silent", "lagging", "ok")
@@ -71,7 +71,7 @@ class Timeline:
     def progress_label(self, x: float) -> str:
         """Human name of a logical-progress position."""
         if x < RUNNING_X or self.counter is None:
-            return STAGES[max(0, min(int(round(x)), len(STAGES) - 1))]
+            return stage_label(STAGES[max(0, min(int(round(x)), len(STAGES) - 1))])
         if x <= RUNNING_X:
             return "running"
         value = int(round(x - RUNNING_X - 1)) + (self.counter_base or 0)

@@ -87,7 +87,9 @@ def describe_last(tl: Timeline) -> str:
             who = "ranks " + ", ".join(str(tl.ranks.loc[i, "label"]).lstrip("r") for i in rows[:6]) + (
                 "…" if len(rows) > 6 else "")
         where = f" on {r['host']}" if r["host"] else ""
-        at = f", at {tl.progress_label(float(r['progress']))}" if last["source"] == "verdict" and not r["missing"] else ""
+        label = tl.progress_label(float(r["progress"]))
+        at = f", stopped {'' if label.startswith('before') else 'at '}{label}" \
+            if last["source"] == "verdict" and not r["missing"] else ""
     else:
         who = "ranks " + ", ".join(map(str, last["ranks"])) if last["ranks"] else "host"
         where, at = (f" on {last['host']}" if last.get("host") else ""), ""

@@ -58,7 +58,7 @@ def test_progress_axis_without_timestamps():
     assert waiter["counter_value"] == 4521 and culprit["counter_value"] == 4520
     assert culprit["progress"] < waiter["progress"]
     assert tl.progress_label(waiter["progress"]) == "SeqNum 4521 (default)"
-    assert tl.progress_label(3.0) == "init_start" and tl.progress_label(RUNNING_X) == "running"
+    assert tl.progress_label(3.0) == "communicator init started" and tl.progress_label(RUNNING_X) == "running"
     marks = tl.marks_of(tl.rows_of([0])[0])
     stages = marks[marks["mark"] == "stage"]
     assert list(stages["label"]) == ["started", "init_start", "init_complete", "running"]
@@ -72,7 +72,7 @@ def test_last_rank_comes_from_the_report_when_present():
     assert tl.ranks.loc[tl.ranks["is_last"], "rank"].tolist() == [9]
     assert tl.last["label"].startswith("rank 9 on gpu-node-02")
     # the verdict already says why: not twice
-    assert tl.last["label"] == "rank 9 on gpu-node-02, at SeqNum 4520 (default): named by RK1"
+    assert tl.last["label"] == "rank 9 on gpu-node-02, stopped at SeqNum 4520 (default): named by RK1"
     rep = hang_report(n=16, culprit=9, verdict=True)
     rep.last_rank_to_report["why"] = "RK1: something the verdict does not say"
     assert build(rep).last["label"].endswith("(default): RK1: something the verdict does not say")

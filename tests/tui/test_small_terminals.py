@@ -65,3 +65,25 @@ async def test_wide_screen_keeps_the_side_by_side_layout():
         findings, tv = screen.query_one(FindingsList), screen.query_one(RankTimeline)
         assert findings.region.y == tv.region.y and findings.region.right <= tv.region.x
         assert _visible(screen.query_one(RankDetail))
+
+
+async def test_a_saved_json_report_opens_like_the_logs(tmp_path):
+    """``analyze --format json -o r.json`` then ``tui r.json``: the same verdict, culprit and progress
+    without reading the logs again."""
+    import json
+    from pathlib import Path
+
+    from nccl_doctor import analyze
+    from nccl_doctor.report.load import report_from_json
+
+    hang = Path(__file__).resolve().parents[2] / "fixtures" / "generated" / "hang-mn3-16"  # rank 12 hangs before SeqNum 24 (expected.json)
+    saved = tmp_path / "r.json"
+    saved.write_text(json.dumps(analyze(str(hang)).to_dict()))
+    app = DoctorApp(report=report_from_json(str(saved)))
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await until_main(pilot)
+        assert "rank 12 (dgx-h100-44) went silent" in screen.query_one(VerdictPanel).build().plain
+        tv = screen.query_one(RankTimeline)
+        assert int(app.timeline.ranks.at[tv.current_row, "rank"]) == 12
+        waiting = [ln for ln in _rows(tv)[2:] if "timed_out" in ln and not ln.startswith("▾")]
+        assert waiting and all("#24" in ln for ln in waiting)
