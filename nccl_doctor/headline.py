@@ -86,7 +86,7 @@ def _doing(job: JobModel, lead: Finding, klass: Finding | None, ranks: list[int]
     """What the culprit did, with the class that explains it or, for a failure, its own error."""
     doing = _DOING[lead.rule]
     if lead.rule == "RK2" and ranks and not any(r.rank in ranks for r in job.ranks):
-        doing = "wrote no line"
+        doing = "is missing (no line of its own)" if len(ranks) == 1 else "are missing (no line of their own)"
     if not detail:
         return doing
     if klass is not None and klass.rule not in CATCH_ALL:

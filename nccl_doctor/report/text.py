@@ -68,7 +68,7 @@ def last_line(d: dict[str, Any]) -> str:
         got = reach_label(r, main_pg(d["ranks"]))
         bits.append(got or stage_label(r["stage"]))
     elif not mine and rank is not None:
-        bits.append("wrote no line")
+        bits.append("no line of its own")
     return " · ".join(bits)
 
 
