@@ -31,6 +31,10 @@ _STAGE_EVENT = {"started": ("nccl_version", {}), "bootstrap": ("nccl_bootstrap",
                 "running": ("train_step", {}), "finished": ("nccl_init", {"what": "Destroy", "phase": "COMPLETE"})}
 
 
+#: Rules whose evidence shows where a rank stopped or what it had not reached, not an error of it.
+QUIET_RULES = ("RK2", "RK3")
+
+
 class SavedJob(JobModel):
     """A job model rebuilt from a report: versions are the report's, not the ranks' lines'."""
 
@@ -146,6 +150,8 @@ def _events(st: RankState, r: dict[str, Any], findings: list[Finding]) -> list[E
         out.append(ev("nccl_coll", {"op": coll.get("op"), "opcount": f"{coll['opcount']:x}",
                                     "nranks": _int(coll.get("comm_ranks"))}))
     for f in findings:  # the findings' evidence lines of this rank: errors, timeouts, warnings
+        if f.rule in QUIET_RULES:
+            continue
         for e in f.evidence:
             if st.rank is not None and e.rank == st.rank:
                 kind = "torch_wd_timeout" if f.rule == "MN3" else (
