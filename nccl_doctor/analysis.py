@@ -18,7 +18,6 @@ from .findings import Finding, Severity
 from .model import JobModel, build_job
 from .scanner import FileScan, Scanner, fix_years
 
-SCHEMA_VERSION = 1
 #: Below this many bytes a process pool costs more than it saves.
 PARALLEL_MIN_BYTES = 32 << 20
 
@@ -27,7 +26,7 @@ Progress = Callable[[int, int, str], None]
 
 @dataclass(slots=True)
 class Report:
-    """Everything one analysis found. ``to_dict()`` is the JSON contract (schema_version 1)."""
+    """Everything one analysis found. ``to_dict()`` is the JSON contract (``report/jsonout.py``)."""
 
     job: JobModel
     findings: list[Finding]
@@ -35,9 +34,14 @@ class Report:
     last_rank_to_report: dict[str, Any] | None
     inputs: dict[str, Any]
     notes: list[str] = field(default_factory=list)
+    #: Why no log content was found (empty files, no complete line, no line of a known format), or
+    #: None. Such a report is never healthy: its exit status is 2 and the CLI prints this one line.
+    nothing_found: str | None = None
 
     @property
     def exit_status(self) -> int:
+        if self.nothing_found:
+            return 2
         return 1 if any(f.severity.level >= Severity.WARNING.level for f in self.findings) else 0
 
     def to_dict(self) -> dict[str, Any]:
@@ -122,7 +126,10 @@ def analyze(paths: Iterable[str] | str, *, select: Iterable[str] | None = None, 
     """
     if isinstance(paths, str):
         paths = [paths]
-    files, skipped = discover(list(paths))
+    paths = list(paths)
+    files, skipped = discover(paths)
+    if not files and not skipped:
+        raise InputError(f"nothing to analyse: no file in {', '.join(paths[:3]) or 'the paths given'}")
     with gc_paused():
         dump_events, files, dump_skipped = _flight_recorder(files)
         scans = scan_files(files, jobs=jobs, progress=progress, engine=engine)
@@ -142,6 +149,7 @@ def _flight_recorder(files: list[InputFile]) -> tuple[list[Event], list[InputFil
 def analyze_scans(scans: list[FileScan], skipped: list[Skipped], *, select=None, ignore=None,
                   min_severity: Severity | str = Severity.INFO, extra_events: list[Event] | None = None) -> Report:
     from . import rules
+    from .headline import headline
     from .verdict import decide
 
     skipped = list(skipped)
@@ -153,15 +161,20 @@ def analyze_scans(scans: list[FileScan], skipped: list[Skipped], *, select=None,
             read.append(s)
             if s.issue:
                 skipped.append(Skipped(s.path, f"partly read: {s.issue}"))
+            elif not s.lines:
+                skipped.append(Skipped(s.path, "empty: no log line"))
     if not read and not extra_events:
         reasons = "; ".join(f"{s.path}: {s.reason}" for s in skipped[:3]) or "no files found"
         raise InputError(f"nothing to analyse ({reasons})")
     events = [e for s in read for e in s.events] + list(extra_events or [])
+    nothing = None if events else nothing_recognised(read, skipped)
     fix_years(events)
     job = build_job(events, read)
     assign_statuses(job)  # derived evidence: who failed, lagged, went silent or only waited
     findings, notes = rules.run(job, select=select, ignore=ignore, min_severity=min_severity)
     verdict, last = decide(job, findings)
+    if verdict:
+        verdict["headline"], verdict["rules"] = headline(job, findings, verdict)
     inputs = {
         "files": len(read),
         "lines": sum(s.lines for s in read),
@@ -169,7 +182,26 @@ def analyze_scans(scans: list[FileScan], skipped: list[Skipped], *, select=None,
         "unparsed_lines": sum(s.unparsed for s in read),
         "skipped": [k.to_dict() for k in skipped],
     }
-    return Report(job=job, findings=findings, verdict=verdict, last_rank_to_report=last, inputs=inputs, notes=notes)
+    if nothing:
+        notes = [nothing, *notes]
+    return Report(job=job, findings=findings, verdict=verdict, last_rank_to_report=last, inputs=inputs, notes=notes,
+                  nothing_found=nothing)
+
+
+def nothing_recognised(read: list[FileScan], skipped: list[Skipped]) -> str:
+    """Why files that were read give nothing to analyse: empty, cut short, or no known line at all.
+    Never a healthy verdict: an answer about nothing would be a lie."""
+    lines = sum(s.lines for s in read)
+    names = ", ".join(s.path for s in read[:2]) + (f" and {len(read) - 2} more" if len(read) > 2 else "")
+    if not lines:
+        what = f"no log line in {names}" + (" (empty)" if all(not s.issue for s in read) else "")
+    else:
+        what = (f"the only line in {names} is not" if lines == 1 else f"none of the {lines:,} lines in {names} is") + \
+            " one nccl-doctor knows (NCCL, PyTorch, launcher or training output)"
+    cut = [k for k in skipped if k.reason.startswith("partly read")]
+    if cut:
+        what += f"; {cut[0].path} was cut short ({cut[0].reason.removeprefix('partly read: ')})"
+    return f"nothing to analyse: {what}"
 
 
 def _stderr_progress() -> Progress | None:

@@ -34,10 +34,12 @@ MARK_STYLE = {  # marker, colour, size, label
 }
 
 
-def write_png(report: Any, path: str) -> None:
-    """Write the report's rank timeline to ``path`` (PNG)."""
+def write_png(report: Any, path: str) -> tuple[int, int]:
+    """Write the report's rank timeline to ``path`` (PNG); returns its size in pixels."""
     fig = figure(build(report))
     fig.savefig(path, dpi=100)
+    w, h = fig.get_size_inches() * 100
+    return int(round(w)), int(round(h))
 
 
 # ---- what is drawn ------------------------------------------------------------------------------
@@ -132,7 +134,7 @@ def figure(tl: Timeline):
             ax.plot([r.start, r.end], [i, i], color=color, lw=2.2, solid_capstyle="butt", gid=f"rank:{r.rows[0]}")
         if r.is_last:
             ax.axhspan(i - 0.5, i + 0.5, color="#c000c0", alpha=0.12, lw=0)
-    _draw_marks(ax, tl, rows, xcol)
+    drawn = _draw_marks(ax, tl, rows, xcol)
     _host_separators(ax, rows)
     ax.set_yticks(ys, labels, fontsize=_label_size(n))
     for lab, r in zip(ax.get_yticklabels(), rows.itertuples(), strict=False):
@@ -143,16 +145,27 @@ def figure(tl: Timeline):
     _annotate(ax, tl, rows)
     ax.grid(axis="x", color="#dddddd", lw=0.6)
     ax.set_axisbelow(True)
-    handles = [Line2D([], [], color=c, lw=3, label=s) for s, c in STATUS_COLOR.items()]
-    handles += [Line2D([], [], ls="", marker=m, color=c, markersize=7, label=lab)
-                for m, c, _, lab in MARK_STYLE.values()]
-    handles.append(Line2D([], [], color="#c000c0", alpha=0.3, lw=8, label="last rank to report"))
+    # The legend names what is drawn, nothing else.
+    present = {st for r in rows.itertuples() if not pd.isna(r.start) for st in (r.counts or {r.status: 1})}
+    handles = [Line2D([], [], color=c, lw=3, label=s) for s, c in STATUS_COLOR.items() if s in present]
+    handles += [Line2D([], [], ls="", marker=m, color=c, markersize=7, label=_mark_label(kind, tl))
+                for kind, (m, c, _, _lab) in MARK_STYLE.items() if kind in drawn]
+    if rows["is_last"].any():
+        handles.append(Line2D([], [], color="#c000c0", alpha=0.3, lw=8, label="last rank to report"))
     fig.legend(handles=handles, loc="lower center", ncol=7, fontsize=8, frameon=False)
     return fig
 
 
-def _draw_marks(ax, tl: Timeline, rows: pd.DataFrame, xcol: str) -> None:
-    """Every mark of every rank row; for group rows, the median place of each kind of mark."""
+def _mark_label(kind: str, tl: Timeline) -> str:
+    if kind == "collective" and tl.counter:
+        return "collective (" + ("step" if tl.counter == "step" else "opCount" if tl.counter.startswith("coll:")
+                                 else "SeqNum") + ")"
+    return MARK_STYLE[kind][3]
+
+
+def _draw_marks(ax, tl: Timeline, rows: pd.DataFrame, xcol: str) -> set[str]:
+    """Every mark of every rank row; for group rows, the median place of each kind of mark.
+    Returns the kinds of mark drawn (for the legend)."""
     md = tl.marks
     ypos = {}
     group_of = {}
@@ -161,6 +174,7 @@ def _draw_marks(ax, tl: Timeline, rows: pd.DataFrame, xcol: str) -> None:
             ypos[r.rows[0]] = i
         else:
             group_of.update(dict.fromkeys(r.rows, i))
+    drawn: set[str] = set()
     single = md[md["row"].isin(ypos.keys())]
     grouped = md[md["row"].isin(group_of.keys())]
     if len(grouped):  # where each rank's last mark of a kind is, median over the group's ranks
@@ -175,9 +189,11 @@ def _draw_marks(ax, tl: Timeline, rows: pd.DataFrame, xcol: str) -> None:
             yv = np.concatenate([yv, b["y"].to_numpy(dtype=float)])
         ok = ~np.isnan(xs)
         if ok.any():
+            drawn.add(kind)
             ax.scatter(xs[ok], yv[ok], marker=marker, c=color, s=size if len(rows) < 80 else size * 0.6,
                        zorder=3 + list(MARK_STYLE).index(kind), linewidths=1.2 if marker == "|" else 0.4,
                        gid=f"mark:{kind}")
+    return drawn
 
 
 def _annotate(ax, tl: Timeline, rows: pd.DataFrame) -> None:
@@ -245,25 +261,40 @@ def _xaxis(ax, tl: Timeline) -> None:
         return
     ticks = [(1.0, "started"), (3.0, "init"), (6.0, "init done"), (RUNNING_X, "running")]
     hi = float(tl.marks["x"].max()) if len(tl.marks) else RUNNING_X
+    lo = float(tl.marks["x"].min()) if len(tl.marks) else 1.0
+    if lo < 0.5:  # a rank that failed before any init stage: its marks sit at 0, in view
+        ticks.insert(0, (0.0, "before init"))
     if tl.counter is not None and hi > RUNNING_X:
         k = int(hi - RUNNING_X)
         for v in sorted({1, k, *range(1, k + 1, max(1, k // 6))}):
             ticks.append((RUNNING_X + v, tl.progress_label(RUNNING_X + v).replace(" (", "\n(")))
     ax.set_xticks([x for x, _ in ticks], [lab for _, lab in ticks], fontsize=8)
-    ax.set_xlim(0.5, max(hi, RUNNING_X) + 0.8)
+    ax.set_xlim(-0.6 if lo < 0.5 else 0.5, max(hi, RUNNING_X) + 0.8)
     ax.set_xlabel("logical progress (init stages, then the main counter; no timestamps in these logs)")
 
 
+#: Characters of one header line (15 in of 10 pt monospace).
+HEADER_WIDTH = 170
+
+
 def _header_lines(tl: Timeline) -> list[str]:
-    hosts = tl.ranks["host"].nunique()
+    """The verdict's headline, the last rank and the findings, wrapped at words (never cut inside
+    one), two lines at most for each finding."""
+    import textwrap
+
+    hosts = int(tl.ranks["host"].nunique())
     counts = ", ".join(f"{s} {n}" for s, n in tl.status_counts().items() if n)
-    lines = [f"nccl-doctor timeline: {tl.n} ranks on {hosts} hosts ({counts})"]
+    where = f"{hosts} host{'s' if hosts != 1 else ''}" if hosts else "hosts not in the logs"
+    lines = [f"nccl-doctor timeline: {tl.n} rank{'s' if tl.n != 1 else ''} on {where} ({counts})"]
     v = tl.verdict
-    lines.append("VERDICT  " + (plain(v["summary"], 160) if v else "no verdict from the rules"))
-    lines.append("LAST     " + plain((tl.last or {}).get("label", "no single rank stands out"), 160))
+    lines.append("VERDICT  " + (plain(v.get("headline") or v["summary"], 400) if v else "no verdict from the rules"))
+    lines.append("LAST     " + plain((tl.last or {}).get("label", "no single rank stands out"), 400))
     for f in [f for f in tl.findings if f["severity"] in ("error", "warning")][:5]:
-        lines.append(f"{f['rule']:<5}    {plain(f['title'], 50)}: {plain(f['summary'], 110)} [{len(f['rows'])} ranks]")
-    return lines
+        n = len(f["rows"])
+        text = plain(f"{f['title']}: {f['summary']} [{n} rank{'s' if n != 1 else ''}]", 2000)
+        lines += textwrap.wrap(text, HEADER_WIDTH - 9, initial_indent=f"{f['rule']:<9}", subsequent_indent=" " * 9,
+                               max_lines=2, placeholder=" …")
+    return [ln if len(ln) <= HEADER_WIDTH else textwrap.shorten(ln, HEADER_WIDTH, placeholder=" …") for ln in lines]
 
 
 def _host_range(first: str, last: str) -> str:

@@ -6,9 +6,8 @@ where lines carry one) and ``x`` (logical progress: init stages, then the job's 
 SeqNum of its busiest process group or else the training step). Warnings, errors, watchdog
 timeouts and the last line sit at the progress the rank had reached when it wrote them.
 
-The last rank to report is the report's (the rules' verdict) when there is one; otherwise the
-rank that fell furthest behind, else the one that failed while the others waited, else the one
-that stopped writing first. When nothing singles a rank out, there is none: we never guess.
+Which rank is the last to report, and the statuses of a job whose model gave none, are in
+``timeline_last.py``.
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .model.job import _STAGE_OF, STAGES, TIMEOUT_KINDS, JobModel, RankState, pg_key, stage_index
+from .report.reach import last_coll, main_pg, reach_label, stage_label
 
 #: Worst first; the order of filters and legends.
 STATUSES = ("failed", "timed_out", "silent", "lagging", "ok")
@@ -71,11 +71,19 @@ class Timeline:
     def progress_label(self, x: float) -> str:
         """Human name of a logical-progress position."""
         if x < RUNNING_X or self.counter is None:
-            return STAGES[max(0, min(int(round(x)), len(STAGES) - 1))]
+            return stage_label(STAGES[max(0, min(int(round(x)), len(STAGES) - 1))])
         if x <= RUNNING_X:
             return "running"
         value = int(round(x - RUNNING_X - 1)) + (self.counter_base or 0)
+        if self.counter.startswith("coll:"):
+            return f"opCount 0x{value:x} ({self.counter[5:]}-rank comm)"
         return f"step {value}" if self.counter == "step" else f"SeqNum {value} ({self.counter[3:]})"
+
+    def counter_tick(self, value: int) -> str:
+        """A short axis label of one value of the main counter."""
+        if self.counter == "step":
+            return f"step {value}"
+        return f"0x{value:x}" if (self.counter or "").startswith("coll:") else f"#{value}"
 
     def marks_of(self, row: int) -> pd.DataFrame:
         """The marks of one row (cheap: marks are sorted by row, slices found by binary search)."""
@@ -103,13 +111,23 @@ def build(report: Any) -> Timeline:
     """The timeline of a Report (needs only ``.job``, ``.findings``, ``.verdict``, ``.last_rank_to_report``)."""
     job: JobModel = report.job
     states = list(job.ranks)
-    counter, base = _main_counter(states)
+    owners: dict[str, int] = {}
+    for r in states:
+        for f in r.files:
+            owners[f] = owners.get(f, 0) + 1
+    # A COLL trace is a rank's progress only in a file of its own: shared files keep the first few
+    # and the last COLL line of the whole file, not of each writer.
+    own = {id(r) for r in states if r.files and all(owners[f] == 1 for f in r.files)}
+    counter, base = _main_counter(states, own)
+    progress = [{"last_seq": r.last_seq, "last_enqueued": r.enqueued, "last_coll": last_coll(r)} for r in states]
+    pg = main_pg(progress)
     trusted = any(r.status != "ok" for r in states)  # the model assigned statuses: use them as they are
     rows: list[dict[str, Any]] = []
     marks: list[tuple] = []
     for i, r in enumerate(states):
-        row, mk = _rank_row(r, counter, base, derive=not trusted)
+        row, mk = _rank_row(r, counter, base, derive=not trusted, coll=id(r) in own)
         row["state"] = i
+        row["reached"], row["reached_text"] = reach_label(progress[i], pg, short=True), reach_label(progress[i], pg)
         rows.append(row)
         marks.extend((i, *m) for m in mk)
     seen = {r.rank for r in states if r.rank is not None}
@@ -134,6 +152,8 @@ def build(report: Any) -> Timeline:
     ranks["last_t"] = ranks["last_ts"] - t0 if t0 is not None else np.nan
     for col in ("counter_value", "pid", "cuda_dev", "last_line"):
         ranks[col] = ranks[col].astype("Int64")
+    from .timeline_last import _last_rank, _statuses, describe_last
+
     if not trusted and ranks["status"].isin(["failed", "timed_out"]).any():
         _statuses(ranks)
     ranks["is_last"] = False
@@ -143,7 +163,8 @@ def build(report: Any) -> Timeline:
     if tl.last:
         ranks.loc[tl.last["rows"], "is_last"] = True
         tl.last["label"] = describe_last(tl)
-    for f in report.findings:
+    order = {rid: i for i, rid in enumerate((report.verdict or {}).get("rules") or [])}
+    for f in sorted(report.findings, key=lambda f: order.get(f.rule, len(order))):  # the verdict's first
         tl.findings.append({"rule": f.rule, "severity": f.severity.value, "title": f.title, "summary": f.summary,
                             "ranks": list(f.ranks), "hosts": list(f.hosts), "rows": tl.rows_of(f.ranks, f.hosts),
                             "evidence": list(f.evidence), "remedy": f.remedy})
@@ -195,8 +216,14 @@ def _event_stage(e) -> str | None:
     return "finished" if what == "Destroy" and phase == "COMPLETE" else None
 
 
-def _counter_values(e) -> list[tuple[str, int]]:
-    """(counter, value) pairs an event reports: SeqNum per PG (the op reached), or the step."""
+def _counter_values(e, coll: bool = False) -> list[tuple[str, int]]:
+    """(counter, value) pairs an event reports: SeqNum per PG (the op reached), the step, or (with
+    ``coll``) the opCount of an NCCL COLL line per communicator size."""
+    if coll and e.kind == "nccl_coll" and isinstance(e.get("nranks"), int):
+        try:
+            return [(f"coll:{e.get('nranks')}", int(str(e.get("opcount")), 16))]
+        except ValueError:
+            return []
     if e.kind not in _COUNTER_KINDS:
         return []
     f = e.fields
@@ -220,23 +247,26 @@ def _axis(ranks: pd.DataFrame, md: pd.DataFrame) -> str:
     return "time" if sane and present and timed_ranks >= 0.5 * present and timed_progress >= 0.5 else "progress"
 
 
-def _main_counter(states: list[RankState]) -> tuple[str | None, int | None]:
-    """The counter most ranks report (a PG's SeqNum before steps on ties), and its smallest value."""
+def _main_counter(states: list[RankState], own: set[int] = frozenset()) -> tuple[str | None, int | None]:
+    """The counter most ranks report, and its smallest value. On a tie a PG's SeqNum comes first,
+    then a COLL opCount, then the step. A rank that went silent before its last collective wrote
+    no SeqNum but its COLL trace did: then the opCount covers more ranks and is the axis."""
     who: dict[str, set[int]] = {}
     low: dict[str, int] = {}
     for i, r in enumerate(states):
         for e in r.events:
-            for c, v in _counter_values(e):
+            for c, v in _counter_values(e, coll=id(r) in own):
                 who.setdefault(c, set()).add(i)
                 low[c] = min(low.get(c, v), v)
     if not who:
         return None, None
-    best = max(who, key=lambda c: (len(who[c]), c != "step", c == "pg:default"))
+    best = max(who, key=lambda c: (len(who[c]), c.startswith("pg:"), c != "step", c == "pg:default",
+                                   c.startswith("coll:") and int(c[5:])))
     return best, low[best]
 
 
 def _rank_row(r: RankState, counter: str | None, base: int | None,
-              derive: bool = True) -> tuple[dict[str, Any], list[tuple]]:
+              derive: bool = True, coll: bool = False) -> tuple[dict[str, Any], list[tuple]]:
     marks: list[tuple] = []
     x = 0.0
     seen_stage = 0
@@ -248,10 +278,11 @@ def _rank_row(r: RankState, counter: str | None, base: int | None,
             seen_stage = stage_index(st)
             x = max(x, float(min(seen_stage, RUNNING_X)))
             marks.append(_mark(e, "stage", x, st))
-        for c, v in _counter_values(e):
+        for c, v in _counter_values(e, coll):
             if c == counter and base is not None:
                 x = max(x, RUNNING_X + 1 + v - base)
-                label = f"{e.get('op') or 'collective'} SeqNum {v}" if c != "step" else f"step {v}"
+                label = (f"step {v}" if c == "step" else f"{e.get('op') or 'collective'} opCount 0x{v:x}"
+                         if c.startswith("coll:") else f"{e.get('op') or 'collective'} SeqNum {v}")
                 picked["collective"].append(_mark(e, "collective", x, label, pg=c[3:] or None, seq=v))
         if e.kind in _TIMEOUTS:
             first_timeout = first_timeout or e
@@ -286,7 +317,7 @@ def _rank_row(r: RankState, counter: str | None, base: int | None,
         "counter_value": int(round(x - RUNNING_X - 1 + base)) if base is not None and x > RUNNING_X else None,
         "last_ts": last_ts, "last_file": ll.file if ll else None, "last_line": ll.line if ll else None,
         "last_text": ll.text if ll else "", "n_errors": len(picked["error"]), "n_timeouts": len(picked["timeout"]),
-        "n_warnings": len(picked["warning"]), "missing": False, "state": -1,
+        "n_warnings": len(picked["warning"]), "missing": False, "state": -1, "reached": "", "reached_text": "",
     }
     return row, marks
 
@@ -305,92 +336,4 @@ def _missing_row(rank: int) -> dict[str, Any]:
     return {"rank": rank, "host": None, "pid": None, "cuda_dev": None, "label": f"r{rank}", "stage": "none",
             "status": "silent", "progress": 0.0, "counter_value": None, "last_ts": None,
             "last_file": None, "last_line": None, "last_text": "", "n_errors": 0, "n_timeouts": 0,
-            "n_warnings": 0, "missing": True, "state": -1}
-
-
-# ---- across ranks ---------------------------------------------------------------------------------
-
-
-def _statuses(ranks: pd.DataFrame) -> None:
-    """When the model gave no statuses and something went wrong: ranks still ok are silent if they
-    stopped writing long before the others, lagging if behind most ranks' progress."""
-    free = ranks["status"] == "ok"
-    if not free.any():
-        return
-    present = ranks[~ranks["missing"]]
-    if present["last_ts"].notna().sum() >= 2:
-        med = float(present["last_ts"].median())
-        span = float(present["last_ts"].max() - present["last_ts"].min())
-        quiet = ranks["last_ts"] < med - max(SILENT_AFTER_S, 0.25 * span)
-        ranks.loc[free & quiet, "status"] = "silent"
-        free &= ~quiet
-    if len(present) >= 2:
-        behind = ranks["progress"] < float(present["progress"].median())
-        ranks.loc[free & behind & ~ranks["missing"], "status"] = "lagging"
-
-
-def _last_rank(tl: Timeline, given: dict | None) -> dict[str, Any] | None:
-    ranks = tl.ranks
-    if given:
-        want = [given["rank"]] if given.get("rank") is not None else list(given.get("ranks") or [])
-        rows = ranks.index[ranks["rank"].isin(want)].tolist() if want else []
-        if not rows and given.get("host"):
-            rows = ranks.index[ranks["host"] == given["host"]].tolist()
-        return {"rows": rows, "ranks": want, "host": given.get("host"), "why": given.get("why", ""),
-                "source": "verdict"}
-    present = ranks[~ranks["missing"]]
-    if len(present) < 2 or (ranks["status"] == "ok").all():  # nothing went wrong: nobody to name
-        return None
-    lo, hi = present["progress"].min(), present["progress"].max()
-    behind = present[present["progress"] == lo]
-    if tl.counter is not None and lo < hi and len(behind) * 2 < len(present):
-        ahead = int((present["progress"] == hi).sum())
-        return _pick(behind, f"fell furthest behind: {tl.progress_label(lo)} while {ahead} "
-                             f"rank{'s' if ahead != 1 else ''} reached {tl.progress_label(hi)}")
-    failed = present[present["status"] == "failed"]
-    if len(failed) and len(failed) * 2 < len(present):
-        return _pick(failed, f"failed while {len(present) - len(failed)} others kept going or waited")
-    quiet = present[present["status"] == "silent"]
-    if len(quiet):
-        return _pick(quiet, "stopped writing first")
-    gone = ranks[ranks["missing"]]
-    if len(gone) and len(gone) * 2 < len(ranks):
-        return _pick(gone, "wrote no line at all")
-    return None
-
-
-def _pick(cands: pd.DataFrame, why: str) -> dict[str, Any]:
-    order = cands.assign(_t=cands["last_ts"].fillna(np.inf)).sort_values(["_t", "rank"], na_position="last")
-    row = int(order.index[0])
-    first = row_dict(order.iloc[0])
-    rank = first["rank"]
-    if len(cands) > 1:
-        why += f" ({len(cands) - 1} other{'s' if len(cands) > 2 else ''} with it)"
-    return {"rows": [row], "ranks": [rank] if rank is not None else [], "host": first["host"], "why": why,
-            "source": "timeline"}
-
-
-def describe_last(tl: Timeline) -> str:
-    """One line naming the last rank to report: who, where it stopped, and why."""
-    last = tl.last
-    if not last:
-        return "no single rank stands out"
-    rows = last["rows"]
-    if rows:
-        r = tl.info(rows[0])
-        who = f"rank {r['rank']}" if r["rank"] is not None else r["label"]
-        if len(rows) > 1:
-            who = "ranks " + ", ".join(str(tl.ranks.loc[i, "label"]).lstrip("r") for i in rows[:6]) + (
-                "…" if len(rows) > 6 else "")
-        where = f" on {r['host']}" if r["host"] else ""
-        at = f", at {tl.progress_label(float(r['progress']))}" if last["source"] == "verdict" and not r["missing"] else ""
-    else:
-        who = "ranks " + ", ".join(map(str, last["ranks"])) if last["ranks"] else "host"
-        where, at = (f" on {last['host']}" if last.get("host") else ""), ""
-    why = last.get("why") or ""
-    rule, _, said = why.partition(": ")
-    if said and tl.verdict and said.rstrip(".") in tl.verdict.get("summary", ""):  # no need to say it twice
-        why = f"named by {rule}"
-    last["who"], last["reason"] = f"{who}{where}", why
-    why = f": {why}" if why else ""
-    return f"{who}{where}{at}{why}"
+            "n_warnings": 0, "missing": True, "state": -1, "reached": "", "reached_text": ""}

@@ -81,7 +81,9 @@ def hang_report(n: int = 16, per_host: int = 4, culprit: int = 5, seq: int = 452
         findings.pop(0)
     v = last = None
     if verdict and oom:
-        v = {"summary": f"rank {culprit} ({chost}) failed first: CUDA out of memory; {len(waiters)} ranks "
+        v = {"headline": f"rank {culprit} ({chost}) failed first: CUDA out of memory; {len(waiters)} ranks "
+                         f"then timed out in ALLREDUCE #{seq} [RK1, MN3]", "rules": ["RK1", "MN3"],
+             "summary": f"rank {culprit} ({chost}) failed first: CUDA out of memory; {len(waiters)} ranks "
                         f"then waited 30 min in ALLREDUCE SeqNum {seq}", "rule": "RK1",
              "ranks": [culprit], "hosts": [chost]}
         last = {"rank": culprit, "ranks": [culprit], "host": chost, "why": "RK1: CUDA out of memory"}

@@ -28,7 +28,7 @@ def test_json_contract_on_a_generated_hang():
     assert r.returncode == 1
     d = json.loads(r.stdout)
     expected = json.loads((HANG / "expected.json").read_text())
-    assert d["schema_version"] == 1 and d["tool"]["name"] == "nccl-doctor"
+    assert d["schema_version"] == 2 and d["tool"]["name"] == "nccl-doctor"
     assert d["job"]["ranks_expected"] == expected["ranks_expected"]
     assert d["job"]["hosts"] == expected["hosts"]
     assert {f["rule"] for f in d["findings"]} >= set(expected["rules"])
@@ -80,7 +80,8 @@ def test_last_line_when_the_log_names_no_rank_or_host():
     # neither its rank nor its host.
     r = run("analyze", str(REAL / "048_mn5_elastic_restart.log"))
     last = next(ln for ln in r.stdout.splitlines() if ln.startswith("LAST"))
-    assert last.split(None, 1)[1].startswith("a process (rank and host not in the logs): RK1:")
+    assert last.split(None, 1)[1].startswith("a process (rank and host not in the logs) · last line ")
+    assert "048_mn5_elastic_restart.log:" in last and "RK1" not in last  # where it stopped; the why is the verdict's
 
 
 def test_full_disk_is_a_one_line_error():

@@ -41,10 +41,10 @@ LAYERS = [
     ("model", ["model"]),
     ("evidence", ["evidence"]),
     ("rules", ["rules"]),
-    ("verdict", ["verdict"]),
+    ("verdict", ["verdict", "headline"]),
     # report.jsonout builds the JSON contract that Report.to_dict() returns to library callers.
-    ("analysis", ["analysis", "incremental", "report.jsonout"]),
-    ("faces", ["report", "timeline", "plot", "tui", "watch", "cli", "__main__", "__init__"]),
+    ("analysis", ["analysis", "incremental", "report.jsonout", "report.reach"]),
+    ("faces", ["report", "timeline", "timeline_last", "plot", "tui", "watch", "cli", "__main__", "__init__"]),
 ]
 
 

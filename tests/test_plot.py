@@ -93,3 +93,43 @@ def test_tiny_jobs(tmp_path, n):
     out = tmp_path / "t.png"
     write_png(hang_report(n=n, per_host=1, culprit=0), str(out))
     assert out.stat().st_size > 1000
+
+
+def _legend(fig) -> list[str]:
+    return [t.get_text() for t in fig.legends[0].get_texts()]
+
+
+def test_legend_names_only_what_is_drawn():
+    fig = figure(build(hang_report(n=16, per_host=8, culprit=5)))
+    names = _legend(fig)
+    assert {"failed", "timed_out", "last rank to report", "error", "watchdog timeout"} <= set(names)
+    assert not {"silent", "lagging", "ok", "warning"} & set(names)  # no rank or mark of these in this job
+
+
+def test_failures_before_any_init_stage_are_in_view(tmp_path):
+    """043: four ranks fail with 'Duplicate GPU detected' before NCCL init completes; their marks
+    (error at x = 0, before the first stage) must be inside the axis, not clipped."""
+    from pathlib import Path
+
+    from nccl_doctor import analyze
+
+    real = Path(__file__).resolve().parent.parent / "fixtures" / "real"
+    tl = build(analyze(str(real / "043_other_nccl_errors.log")))
+    fig = figure(tl)
+    ax = fig.axes[0]
+    lo, hi = ax.get_xlim()
+    errors = tl.marks[tl.marks["mark"] == "error"]
+    assert len(errors) >= 4 and errors["x"].min() >= lo and errors["x"].max() <= hi
+    assert "before init" in [t.get_text() for t in ax.get_xticklabels()]
+
+
+def test_header_wraps_at_words():
+    from nccl_doctor.plot import HEADER_WIDTH, _header_lines
+
+    rep = hang_report(n=16, per_host=8, culprit=5)
+    rep.findings[1].summary = "word " * 200  # far longer than a line
+    lines = _header_lines(build(rep))
+    assert all(len(ln) <= HEADER_WIDTH for ln in lines)
+    mn3 = [ln for ln in lines if ln.startswith("MN3") or (ln.startswith(" " * 9) and "word" in ln)]
+    assert len(mn3) == 2 and mn3[-1].endswith("…") and all("wor…" not in ln for ln in lines)
+    assert lines[1] == "VERDICT  " + rep.verdict["headline"]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from fake_report import hang_report, rank_state
 
@@ -60,7 +58,7 @@ def test_progress_axis_without_timestamps():
     assert waiter["counter_value"] == 4521 and culprit["counter_value"] == 4520
     assert culprit["progress"] < waiter["progress"]
     assert tl.progress_label(waiter["progress"]) == "SeqNum 4521 (default)"
-    assert tl.progress_label(3.0) == "init_start" and tl.progress_label(RUNNING_X) == "running"
+    assert tl.progress_label(3.0) == "communicator init started" and tl.progress_label(RUNNING_X) == "running"
     marks = tl.marks_of(tl.rows_of([0])[0])
     stages = marks[marks["mark"] == "stage"]
     assert list(stages["label"]) == ["started", "init_start", "init_complete", "running"]
@@ -74,7 +72,7 @@ def test_last_rank_comes_from_the_report_when_present():
     assert tl.ranks.loc[tl.ranks["is_last"], "rank"].tolist() == [9]
     assert tl.last["label"].startswith("rank 9 on gpu-node-02")
     # the verdict already says why: not twice
-    assert tl.last["label"] == "rank 9 on gpu-node-02, at SeqNum 4520 (default): named by RK1"
+    assert tl.last["label"] == "rank 9 on gpu-node-02, stopped at SeqNum 4520 (default): named by RK1"
     rep = hang_report(n=16, culprit=9, verdict=True)
     rep.last_rank_to_report["why"] = "RK1: something the verdict does not say"
     assert build(rep).last["label"].endswith("(default): RK1: something the verdict does not say")
@@ -171,9 +169,7 @@ def test_helpers():
     assert fmt_duration(42) == "42s" and fmt_duration(1800) == "30m" and fmt_duration(7500) == "2h05"
 
 
-def test_16k_ranks_build_quickly():
+def test_16k_ranks_build():  # how long it takes is measured by benchmarks/tui_paint.py, not here
     rep = hang_report(n=16384, per_host=8, culprit=12345)
-    start = time.perf_counter()
     tl = build(rep)
-    assert time.perf_counter() - start < 10
     assert tl.n == 16384 and tl.last["ranks"] == [12345]

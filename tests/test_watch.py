@@ -297,10 +297,9 @@ def test_webhook_retries_with_backoff_and_delivers_once(tmp_path, webhook):
 def test_webhook_sender_never_blocks_the_caller(webhook):
     webhook.gate.clear()
     sender = WebhookSender(webhook.url, timeout=5)
-    t0 = time.monotonic()
-    for i in range(50):
-        sender.send({"text": f"alert {i}"})
-    assert time.monotonic() - t0 < 0.5
+    for i in range(50):  # the server holds every request until the gate opens: a blocking send
+        sender.send({"text": f"alert {i}"})  # would time out (5 s) and lose the alert
+    assert webhook.received == []
     webhook.gate.set()
     assert sender.close(wait=20) and sender.delivered == 50
     assert [d["text"] for d in webhook.received] == [f"alert {i}" for i in range(50)]

@@ -1,4 +1,9 @@
-"""The JSON contract (schema_version 1); the library's ``Report.to_dict()`` returns the same dict."""
+"""The JSON contract (schema_version 2); the library's ``Report.to_dict()`` returns the same dict.
+
+Version 2 (from 1): ``verdict`` has ``headline`` (one line: who, what, what followed, the rules)
+and ``rules`` (the findings it joins, in causal order); ``ranks[]`` has ``last_coll`` (the rank's
+last NCCL COLL line: op, opCount, communicator size). ``summary`` is unchanged.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,9 @@ import json
 from typing import Any
 
 from .. import __version__
+from .reach import last_coll
+
+SCHEMA_VERSION = 2
 
 
 def _rank_dict(r) -> dict[str, Any]:
@@ -17,7 +25,7 @@ def _rank_dict(r) -> dict[str, Any]:
         "last_ts": _iso(ll.ts) if ll and ll.ts is not None else None,
         "stage": r.stage, "last_seq": dict(r.last_seq),
         "last_enqueued": dict(r.enqueued), "last_completed": dict(r.completed),
-        "last_step": r.last_step, "status": r.status,
+        "last_coll": last_coll(r), "last_step": r.last_step, "status": r.status,
     }
 
 
@@ -31,7 +39,7 @@ def report_dict(report) -> dict[str, Any]:
     job = report.job
     pgs = sorted({pg for r in job.ranks for pg in list(r.last_seq) + list(r.enqueued)})
     return {
-        "schema_version": 1,
+        "schema_version": SCHEMA_VERSION,
         "tool": {"name": "nccl-doctor", "version": __version__},
         "inputs": report.inputs,
         "job": {

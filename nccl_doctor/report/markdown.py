@@ -1,8 +1,12 @@
-"""Markdown report for tickets and chat. Log text goes into code spans / fenced blocks."""
+"""Markdown report for tickets and chat, drawn from the JSON contract like the text report.
+Log text goes into code spans; nothing unknown is printed as ``None``."""
 
 from __future__ import annotations
 
+import re
+
 from .safe import plain
+from .text import inputs_line, job_line, last_line, ordered_findings
 
 
 def _code(text: str) -> str:
@@ -10,36 +14,43 @@ def _code(text: str) -> str:
     return f"`{t}`"
 
 
+_MARKUP = re.compile(r"([\\`*_\[\]<>|#!~])")
+
+
+def _prose(text: str, limit: int = 2000) -> str:
+    """Untrusted text outside code spans: markdown characters escaped, so nothing links, embeds or formats."""
+    return _MARKUP.sub(r"\\\1", plain(text, limit))
+
+
 def to_markdown(report) -> str:
-    v = report.verdict
-    job = report.job
+    d = report if isinstance(report, dict) else report.to_dict()
+    v = d["verdict"]
     lines = ["# nccl-doctor report", ""]
-    lines.append(f"**Verdict:** {plain(v['summary'], 2000)}" if v else "**Verdict:** no failure found in these logs")
+    lines.append(f"**Verdict:** {_code(v['headline'])}" if v else "**Verdict:** no failure found in these logs")
     lines.append("")
-    lines.append(f"- ranks expected: {job.ranks_expected if job.ranks_expected is not None else 'unknown'}, "
-                 f"seen: {job.ranks_seen}, hosts: {len(job.hosts)}")
-    if job.versions("nccl"):
-        lines.append(f"- NCCL: {', '.join(job.versions('nccl'))}")
-    last = report.last_rank_to_report
+    lines.append(f"- job: {job_line(d)}")
+    last = last_line(d)
     if last:
-        lines.append(f"- last rank to report: {last.get('rank')} on {last.get('host')} ({plain(last['why'], 400)})")
+        lines.append(f"- last rank to report: {_code(last)}")
     lines.append("")
-    if report.findings:
+    found = ordered_findings(d)
+    if found:
         lines += ["| rule | severity | summary |", "|---|---|---|"]
-        for f in report.findings:
-            lines.append(f"| {f.rule} | {f.severity.value} | {plain(f.summary, 400).replace('|', '/')} |")
+        for f in found:
+            lines.append(f"| {f['rule']} | {f['severity']} | {_prose(f['summary'], 400)} |")
         lines.append("")
-        for f in report.findings:
-            lines.append(f"## {f.rule}: {f.title}")
+        for f in found:
+            lines.append(f"## {f['rule']}: {f['title']}")
             lines.append("")
-            lines.append(plain(f.summary, 2000))
+            lines.append(_prose(f["summary"]))
             lines.append("")
-            for ev in f.evidence[:5]:
-                lines.append(f"- {_code(f'{ev.file}:{ev.line}')} {_code(ev.text)}")
-            if f.remedy:
-                lines += ["", f"**Fix:** {' '.join(f.remedy.split())}"]
+            for ev in f["evidence"][:5]:
+                where = f"{ev['file']}:{ev['line']}"
+                lines.append(f"- {_code(where)} {_code(ev['text'])}")
+            if f["remedy"]:
+                lines += ["", f"**Fix:** {' '.join(f['remedy'].split())}"]
             lines.append("")
-    inp = report.inputs
-    lines.append(f"_Inputs: {inp['files']} files, {inp['lines']} lines, {inp['unparsed_lines']} not recognised, "
-                 f"{len(inp['skipped'])} skipped._")
+    lines.append(f"_Inputs: {_prose(inputs_line(d))}._")
+    for note in d["notes"]:
+        lines.append(f"_Note: {_prose(note)}_")
     return "\n".join(lines) + "\n"

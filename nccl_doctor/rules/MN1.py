@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..events import Event
-from ..evidence.facts import first_ts
+from ..evidence.facts import first_ts, plural
 from ..evidence.nccl_facts import driver_too_old, fabric_errors, in_causal_order, nvls_errors, on, ranks_hosts
 from ..model import JobModel, stage_index
 from .base import Rule
@@ -43,7 +43,7 @@ def check(job: JobModel, rule: Rule) -> list:
             evidence += early_evidence[:2]
             hosts = sorted(set(hosts) | {early_host})
         if strong:
-            what = "CUDA error 802 'system not yet initialized' (cudaErrorSystemNotReady)"
+            what = _what(strong)
             confidence = "high"
         else:
             what = "NVLS (NVLink SHARP) setup failed in transport/nvls.cc with Cuda failure 'invalid argument'"
@@ -64,12 +64,22 @@ def check(job: JobModel, rule: Rule) -> list:
     if early_host:
         ranks, _ = ranks_hosts(job, stuck)
         n = len([r for r in job.ranks if r.host == early_host])
-        summary = (f"the {n} rank(s) on {early_host} stopped earlier in NCCL init than every rank on the other "
+        summary = (f"{'the ' + plural(n, 'rank') if n != 1 else 'the rank'} on {early_host} stopped earlier in NCCL init than every rank on the other "
                    f"hosts (their last lines are evidence): a node whose NVSwitch "
                    f"fabric manager is down looks like this, but so does a dead or stalled node (check RK2)")
         return [rule.finding(summary, severity="warning", confidence="low", ranks=ranks, hosts=[early_host],
                              evidence=early_evidence, first_seen=first_ts(early_evidence))]
     return []
+
+
+def _what(strong: list[Event]) -> str:
+    """What the evidence lines themselves say: the code 802 only when a line names it."""
+    texts = [e.text.lower() for e in strong]
+    if any("802" in t for t in texts):
+        return "CUDA error 802 'system not yet initialized' (cudaErrorSystemNotReady)"
+    if any("system not yet initialized" in t for t in texts):
+        return "CUDA error 'system not yet initialized'"
+    return "the fabric manager reported a failure"
 
 
 def _host_stopped_early(job: JobModel) -> tuple[str | None, list[Event], list[Event]]:

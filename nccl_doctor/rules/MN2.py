@@ -20,7 +20,7 @@ NET1 reports it.
 from __future__ import annotations
 
 from ..events import Event
-from ..evidence.facts import first_ts
+from ..evidence.facts import first_ts, plural
 from ..evidence.nccl_facts import (
     HostNet,
     bare_addr,
@@ -187,7 +187,7 @@ def _socket_only_info(rule: Rule, job: JobModel, nets: dict[str | None, HostNet]
     without_ib = [h for h in hosts if nets[h].ib_none or nets[h].socket_net]
     iface = next((i for hn in nets.values() for i in hn.ifaces), "?")
     sel = [e for hn in nets.values() for e in hn.selection][:2]
-    summary = (f"no InfiniBand device on {len(without_ib)} of {len(hosts)} host(s) and none elsewhere; every host "
+    summary = (f"no InfiniBand device on {len(without_ib)} of {plural(len(hosts), 'host')} and none elsewhere; every host "
                f"uses {iface} for NCCL over TCP sockets (consistent, expect socket-level bandwidth; for EFA/IB "
                f"install the net plugin)")
     return [_finding(rule, job, summary, none[:2] + sel, "info", "high")]

@@ -85,7 +85,7 @@ def _large_collective_stall(job: JobModel, rule: Rule) -> list:
         op = pt.op or "collective"
         summary = (f"{plural(len(pt.reports), 'rank')} ({fmt_ranks(pt.ranks) or 'ranks unknown'}) all timed out "
                    f"in the same early {op} (SeqNum {seq}, NumelIn {numel if numel is not None else 'not logged'}) of {pg_label(pg, pt.desc)}")
-        summary += (f" after {done} earlier collective(s) completed" if prior_done
+        summary += (f" after {plural(done, 'earlier collective')} completed" if prior_done
                     else " right after a clean Init COMPLETE")
         summary += ("; no rank crashed or lagged and no transport error was logged: init and the earlier "
                     "collectives went through, this large payload did not, the shape of an MTU black hole"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from ..evidence.facts import first_ts
+from ..evidence.facts import first_ts, plural
 from ..evidence.nccl_facts import in_causal_order, nccl_oom_errors, on, ranks_hosts, transport_errors
 from ..model import JobModel
 from .base import Rule
@@ -33,7 +33,7 @@ def check(job: JobModel, rule: Rule) -> list:
     summary = f"NCCL ran out of GPU memory{on(job, errs)}: a buffer allocation{what} failed"
     echoes = [e for e in transport_errors(job) if e.pid != errs[0].pid or e.host != errs[0].host]
     if echoes:
-        summary += (f"; the {len(echoes)} socket/transport error(s) of other processes are consequences "
+        summary += (f"; the {plural(len(echoes), 'socket/transport error')} of other processes are consequences "
                     f"(even where printed earlier)")
     return [rule.finding(summary, ranks=ranks, hosts=hosts, evidence=errs[:6] + in_causal_order(echoes)[:2],
                          first_seen=first_ts(errs))]

@@ -16,7 +16,7 @@ address belong to MN2.
 from __future__ import annotations
 
 from ..events import Event
-from ..evidence.facts import first_ts, host_of
+from ..evidence.facts import first_ts, host_of, plural
 from ..evidence.nccl_facts import (
     after_init,
     peer_addr,
@@ -70,9 +70,9 @@ def check(job: JobModel, rule: Rule) -> list:
         summary += f"; {phase}"
     others = len({proc_key(e) for e in primary}) - 1
     if others > 0:
-        summary += f"; {others} more process(es) reported the same"
+        summary += f"; {plural(others, 'more process')} reported the same"
     if echoes:
-        summary += f"; {len(echoes)} later line(s) are echoes"
+        summary += f"; {plural(len(echoes), 'later line')} {'is an echo' if len(echoes) == 1 else 'are echoes'}"
     severity, confidence = ("error", "high") if best_tier <= 1 else ("error", "medium")
     if best_tier >= 3:
         # Only echoes (flushes, proxy threads noticing a dead socket): the first error is not in these logs.

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 from ..evidence import facts
-from ..evidence.facts import fmt_ranks, plural
+from ..evidence.facts import plural
 from ..findings import Finding, Severity
 from ..model import JobModel
 from .base import Rule
@@ -50,7 +50,7 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
         by_host: dict[str, list[int]] = {}
         for f in named:
             by_host.setdefault(f.host or "?", []).append(f.rank)
-        parts.append("then ranks " + " and ".join(f"{fmt_ranks(rs)} on {h}" for h, rs in by_host.items())
+        parts.append("then " + " and ".join(f"{facts.name_ranks(rs)} on {h}" for h, rs in by_host.items())
                      + " exited with an error")
     elif others:
         known = [f.rank for f in others if f.rank is not None]

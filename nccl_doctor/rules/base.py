@@ -94,12 +94,22 @@ class Registry:
     def ids(self) -> list[str]:
         return list(self._rules)
 
+    def expand(self, ids: Iterable[str]) -> list[str]:
+        """Rule ids from ids or id prefixes (``RK`` -> RK1, RK2, RK3; ``MN3`` -> MN3), like ruff's
+        ``--select``; a prefix that matches no rule is an error."""
+        out: list[str] = []
+        for given in ids:
+            key = given.strip().upper()
+            hits = [key] if key in self._rules else [rid for rid in self._rules if rid.startswith(key)]
+            if not key or not hits:
+                raise KeyError(f"unknown rule {given!r}; `nccl-doctor rules` lists them")
+            out += [h for h in hits if h not in out]
+        return out
+
     def select(self, select: Iterable[str] | None = None, ignore: Iterable[str] | None = None) -> list[Rule]:
-        chosen = [s.upper() for s in select] if select else None
-        dropped = {s.upper() for s in ignore or ()}
-        for rid in (chosen or []) + sorted(dropped):
-            if rid not in self._rules:
-                raise KeyError(f"unknown rule {rid!r}; `nccl-doctor rules` lists them")
+        """The rules chosen by ``select`` (all when None) minus ``ignore``; both take ids or prefixes."""
+        chosen = set(self.expand(select)) if select else None
+        dropped = set(self.expand(ignore or ()))
         return [r for r in self._rules.values() if (chosen is None or r.id in chosen) and r.id not in dropped]
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 
-def run_tui(paths: list[str]) -> int:
-    """Run the TUI on log paths; returns the process exit status (2 when nothing could be read)."""
+def run_tui(paths: list[str] | None = None, report=None) -> int:
+    """Run the TUI on a finished report (the CLI reads the logs first, so that bad paths and empty
+    input fail before the screen opens) or on log paths (read in a worker behind a progress bar).
+    Returns the process exit status (2 when nothing could be read)."""
     from .app import DoctorApp
 
-    app = DoctorApp(paths)
+    app = DoctorApp(paths, report=report)
     app.run()
     return app.return_code or 0
 

@@ -184,19 +184,21 @@ async def test_unreadable_input_says_so_and_exits_2(tmp_path):
 
 
 async def test_16k_ranks_stay_responsive(make_app):
-    import time
-
+    """Each key draws a screenful of rows, not 16k of them (work counted, not timed: time is in
+    benchmarks/tui_paint.py)."""
     app = make_app(n=16384, per_host=8, culprit=12345)
     async with app.run_test(size=SIZE) as pilot:
         screen = await until_main(pilot, timeout=60)
         tv = screen.query_one(RankTimeline)
         assert int(app.timeline.ranks.at[tv.current_row, "rank"]) == 12345
-        start = time.perf_counter()
-        for key in ("end", "home", "pagedown", "pagedown", "down", "up", "2", "0", "l"):
+        drawn = []
+        rank_line = tv._rank_line
+        tv._rank_line = lambda row, *a, **k: drawn.append(row) or rank_line(row, *a, **k)
+        keys = ("end", "home", "pagedown", "pagedown", "down", "up", "2", "0", "l")
+        for key in keys:
             await pilot.press(key)
         await pilot.pause()
-        per_key = (time.perf_counter() - start) / 9
-        assert per_key < 0.5, f"{per_key:.3f} s per key at 16k ranks"
+        assert 0 < len(drawn) <= len(keys) * 2 * SIZE[1], f"{len(drawn)} rank rows drawn for {len(keys)} keys"
         assert int(app.timeline.ranks.at[tv.current_row, "rank"]) == 12345
         await pilot.press("slash", *"r16000", "enter")
         assert [int(app.timeline.ranks.at[r, "rank"]) for r in tv.visible_rows] == [16000]

@@ -44,3 +44,10 @@ def test_help_screen(snap_compare):
         await pilot.pause()
 
     assert snap_compare(_app(), terminal_size=SIZE, run_before=steps)
+
+
+def test_main_screen_at_80x24(snap_compare):
+    async def ready(pilot):
+        await until_main(pilot)
+
+    assert snap_compare(_app(n=64, per_host=8, culprit=37), terminal_size=(80, 24), run_before=ready)

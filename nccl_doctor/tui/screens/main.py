@@ -18,9 +18,23 @@ TAIL_DELAY = 0.15
 
 
 class MainScreen(Screen):
+    """Wide (>= 120 columns): findings beside the timeline. Narrower: the findings above it, one
+    finding per two lines. Short (< 36 rows): no title bar, and the detail panel opens on Enter
+    (or when a finding is chosen) in place of the findings and the lower part of the timeline,
+    Escape closes it:
+    at 80x24 the verdict, the findings and at least 5 rank rows are on screen at once."""
+
     AUTO_FOCUS = "RankTimeline"
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
     DEFAULT_CSS = """
     MainScreen #middle { height: 1fr; }
+    MainScreen.-narrow #middle { layout: vertical; }
+    MainScreen.-narrow FindingsList { width: 1fr; }
+    MainScreen.-short Header { display: none; }
+    MainScreen.-short RankDetail { display: none; height: 1fr; }
+    MainScreen.-short.-detail RankDetail { display: block; }
+    MainScreen.-short.-detail FindingsList { display: none; }
     """
     BINDINGS = [
         Binding("slash", "search", "search"),
@@ -59,6 +73,13 @@ class MainScreen(Screen):
         self.call_after_refresh(self._initial_view)
         self._update_bar()
 
+    def on_resize(self, event) -> None:
+        findings = self.query_one(FindingsList)
+        findings.set_one_line(event.size.width < 120 or event.size.height < 36)
+        narrow = event.size.width < 120  # findings above the timeline: as many rows as they need, up to 4
+        findings.styles.height = min(4 if event.size.height < 36 else 6, max(1, len(findings.findings))) + 2 \
+            if narrow else "1fr"
+
     def _initial_view(self) -> None:
         if not self.timeline.goto_last():
             self.timeline.cursor = 0
@@ -71,6 +92,8 @@ class MainScreen(Screen):
     # ---- messages ---------------------------------------------------------------------------------
 
     def on_rank_timeline_rank_highlighted(self, msg: RankTimeline.RankHighlighted) -> None:
+        if self.query_one(FindingsList).has_focus or self.query_one(RankDetail).has_focus:
+            return  # the cursor moved to a chosen finding's ranks: the detail keeps the finding
         self.query_one(RankDetail).show_rank(msg.row, msg.host)
         if self._tail_timer is not None:
             self._tail_timer.stop()
@@ -78,6 +101,7 @@ class MainScreen(Screen):
             self._tail_timer = self.set_timer(TAIL_DELAY, partial(self._start_tail, msg.row))
 
     def on_rank_timeline_rank_chosen(self, msg: RankTimeline.RankChosen) -> None:
+        self.add_class("-detail")
         self.query_one(RankDetail).focus()
 
     def _start_tail(self, row: int) -> None:
@@ -103,6 +127,10 @@ class MainScreen(Screen):
         if msg.finding is None:
             return
         self.timeline.set_marked(msg.finding["rows"])
+        self.query_one(RankDetail).show_finding(msg.finding)
+        if msg.selected:
+            self.add_class("-detail")
+            self.query_one(RankDetail).focus()
         self._update_bar()
 
     def on_input_changed(self, event: Input.Changed) -> None:
@@ -136,6 +164,10 @@ class MainScreen(Screen):
         self._update_bar()
 
     def action_clear(self) -> None:
+        if self.has_class("-detail") and self.has_class("-short"):  # Escape closes the detail first
+            self.remove_class("-detail")
+            self.timeline.focus()
+            return
         tv = self.timeline
         tv.set_marked([], only=False)
         tv.set_query("")

@@ -6,6 +6,7 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from ...report.reach import stage_label
 from ...timeline import STATUSES, Timeline
 from ..text import SEVERITY_STYLE, STATUS_STYLE, join, literal
 
@@ -50,6 +51,19 @@ class RankDetail(VerticalScroll):
             self._tail = lines
             self._refresh()
 
+    def show_finding(self, f: dict) -> None:
+        """A finding in full: title, summary, evidence lines and the fix (until the cursor moves)."""
+        self.row, self.host, self._tail = None, None, []
+        self.border_title = f"finding · {f['rule']}"
+        out = join((f"{f['rule']} ", "bold"), (f"{f['severity']} ", SEVERITY_STYLE.get(f["severity"], "")),
+                   literal(f["title"], "bold", 200), "\n", literal(f["summary"], "", 2000))
+        for e in f["evidence"]:
+            out.append_text(join("\n  ", where(e.file, e.line), "  ", literal(e.text, "", 300)))
+        if f.get("remedy"):
+            out.append("\nFIX  ", style="bold green")
+            out.append_text(literal(" ".join(f["remedy"].split()), "green", 1200))
+        self._body.update(out)
+
     def _refresh(self) -> None:
         if self.row is not None:
             self.border_title = f"rank detail · {self.tl.ranks.at[self.row, 'label']}"
@@ -65,8 +79,9 @@ class RankDetail(VerticalScroll):
         bits = [b for b in (r["host"], f"pid {r['pid']}" if r["pid"] is not None else None,
                             f"cuda {r['cuda_dev']}" if r["cuda_dev"] is not None else None) if b]
         out = join((who, "bold"), " · ", *([literal(" · ".join(map(str, bits)), "", 200), " · "] if bits else []),
-                   (str(r["status"]), STATUS_STYLE.get(str(r["status"]), "")), " · stage ", str(r["stage"]),
-                   " · at ", tl.progress_label(float(r["progress"])))
+                   (str(r["status"]), STATUS_STYLE.get(str(r["status"]), "")), " · ", stage_label(str(r["stage"])))
+        if r["reached_text"]:
+            out.append_text(join("\nREACHED  ", literal(r["reached_text"], "", 300)))
         if r["is_last"]:
             out.append("\n★ last to report: ", style="bold magenta")
             out.append_text(literal((tl.last or {}).get("reason", ""), "magenta", 400))

@@ -31,7 +31,8 @@ _DIM = Style(color="grey50")
 _CURSOR = Style(bgcolor="grey23")
 _LAST = Style(color="magenta", bold=True)
 _MARKED = Style(color="yellow", bold=True)
-LEFT = 22  # marker(1) label(9) status(10) gap(1) bar-edge(1)
+LEFT = 32  # marker(1) label(9) status(10) reached(10) gap(1) bar-edge(1)
+REACHED = 10
 
 
 class RankTimeline(ScrollView, can_focus=True):
@@ -78,6 +79,7 @@ class RankTimeline(ScrollView, can_focus=True):
         self.marked: set[int] = set()
         self.only_marked = False
         self._label = df["label"].astype(str).to_numpy()
+        self._reached = df["reached"].fillna("").astype(str).to_numpy()
         self._status = df["status"].to_numpy()
         self._host = df["host"].fillna("(no host)").astype(str).to_numpy()
         self._host_lc = np.char.lower(self._host.astype(str))
@@ -253,7 +255,8 @@ class RankTimeline(ScrollView, can_focus=True):
         lead = ("★", _LAST) if is_last else (("●", _MARKED) if row in self.marked else (" ", _DIM))
         segs = [Segment(lead[0], lead[1]),
                 Segment(f"{self._label[row][:8]:<9}", _LAST if is_last else Style(bold=cursor)),
-                Segment(f"{status:<10}", st), Segment(" │", _DIM)]
+                Segment(f"{status:<10}", st), Segment(f"{self._reached[row][:REACHED - 1]:<{REACHED}}", _DIM),
+                Segment(" │", _DIM)]
         if pinned:
             segs[:2] = [Segment("★", _LAST), Segment(f"{self._label[row][:8]:<9}", _LAST)]
         bw = max(1, width - LEFT)
@@ -304,7 +307,7 @@ class RankTimeline(ScrollView, can_focus=True):
             c = min(c, bw - len(label))
             if c >= 0 and all(ch == " " for ch in cells[max(0, c - 1): c + len(label) + 1]):
                 cells[c: c + len(label)] = list(label)
-        head = f" {'rank':<9}{'status':<10} │"
+        head = f" {'rank':<9}{'status':<10}{'reached':<{REACHED}} │"
         return Strip([Segment(head, _DIM), Segment("".join(cells), Style(color="grey70", bold=True))]).adjust_cell_length(width)
 
     def _ticks(self, bw: int) -> list[tuple[float, str]]:
@@ -318,9 +321,8 @@ class RankTimeline(ScrollView, can_focus=True):
         if self.tl.counter is not None and self._hi > RUNNING_X:
             n = int(self._hi - RUNNING_X)
             base = self.tl.counter_base or 0
-            name = "step " if self.tl.counter == "step" else "#"
             for v in sorted({1, n, *range(1, n + 1, max(1, n // 4))}):
-                ticks.append((RUNNING_X + v, f"{name}{base + v - 1}"))
+                ticks.append((RUNNING_X + v, self.tl.counter_tick(base + v - 1)))
         return ticks
 
 

@@ -1,4 +1,4 @@
-"""The verdict in one glance: the headline, the last rank to report, and what was read."""
+"""The verdict in one glance: the headline, where the last rank to report stopped, the tally."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ class VerdictPanel(Static):
     DEFAULT_CSS = """
     VerdictPanel {
         height: auto;
-        max-height: 8;
+        max-height: 6;
         padding: 0 1;
         border: round $error 60%;
         border-title-color: $text;
@@ -36,7 +36,7 @@ class VerdictPanel(Static):
         tl = self.tl
         v = tl.verdict
         if v:
-            head = literal(v["summary"], "bold", 600)
+            head = literal(v.get("headline") or v["summary"], "bold", 400)
         elif any(f["severity"] in ("error", "warning") for f in tl.findings):
             head = Text("the rules single out no cause: see the findings", style="bold yellow")
         elif tl.last:
@@ -44,13 +44,23 @@ class VerdictPanel(Static):
         else:
             head = Text("no failure found in these logs", style="bold green")
         last = tl.last
-        who = literal(last["label"], "bold magenta", 300) if last else Text("no single rank stands out", style="dim")
-        counts = tl.status_counts()
+        if last and last.get("rows"):
+            r = tl.info(last["rows"][0])
+            who = literal(last.get("who") or last["label"], "bold magenta", 200)
+            got = r.get("reached_text") or ""
+            if got:
+                who.append_text(literal(f" · {got}", "magenta", 200))
+        elif last:
+            who = literal(last["label"], "bold magenta", 300)
+        else:
+            who = Text("no single rank stands out", style="dim")
         tally = Text(end="")
-        for s, n in counts.items():
+        for s, n in tl.status_counts().items():
             if n:
                 tally.append(f"{s} {n}  ", style=STATUS_STYLE[s])
         inp = self.inputs
-        read = (f"{inp.get('files', '?')} files · {inp.get('lines', 0):,} lines · "
-                f"{len(tl.ranks)} ranks on {tl.ranks['host'].nunique()} hosts") if inp else f"{len(tl.ranks)} ranks"
-        return join(head, "\n", ("LAST TO REPORT  ", "bold magenta"), who, "\n", tally, (f"· {read}", "dim"))
+        n_files, hosts = inp.get("files", 0), tl.ranks["host"].nunique()
+        read = f"{len(tl.ranks)} rank{'s' if len(tl.ranks) != 1 else ''} on {hosts} host{'s' if hosts != 1 else ''}"
+        if inp:
+            read += f" · {n_files} file{'s' if n_files != 1 else ''}"
+        return join(head, "\n", ("LAST ", "bold magenta"), who, "\n", tally, (f"· {read}", "dim"))

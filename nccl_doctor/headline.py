@@ -1,0 +1,139 @@
+"""The verdict in one line: who, what, and what followed, with the rules behind it.
+
+    rank 225 (gpu-node-057) went silent; 1023 ranks then timed out in ALLREDUCE #39 [RK2, MN3]
+
+The verdict (``verdict.decide``) chooses who is to blame and which class explains it; this module
+only words that choice, from the verdict's rule, ranks and hosts, the findings it joined and the
+facts behind them. The reasoning stays in the findings: the headline repeats none of their
+sentences. At most ``LIMIT`` characters: details are shortened first, then cut.
+"""
+
+from __future__ import annotations
+
+from .evidence import facts
+from .evidence.facts import fmt_ranks, plural
+from .findings import Finding, Severity
+from .model import JobModel
+
+#: The longest headline, in characters (a terminal line and a chat notification).
+LIMIT = 140
+#: Rank-level rules that name who failed, lagged or went silent, as ``verdict.CULPRIT_ORDER``.
+CULPRITS = ("RK1", "RK3", "RK2")
+_DOING = {"RK1": "failed first", "RK3": "lagged behind", "RK2": "went silent"}
+#: Classes that only say "some NCCL error": the culprit's own error says more.
+CATCH_ALL = ("NCX",)
+
+
+def headline(job: JobModel, findings: list[Finding], verdict: dict) -> tuple[str, list[str]]:
+    """One line for a verdict made by ``verdict.decide`` from these findings, and the rule ids it
+    joins in causal order (who, what explains it, what followed)."""
+    ranks, hosts = list(verdict.get("ranks") or []), list(verdict.get("hosts") or [])
+    serious = [f for f in findings if f.severity.level >= Severity.WARNING.level]
+    lead = _lead(serious, ranks, hosts)
+    klass = next((f for f in serious if f.rule == verdict.get("rule") and f.rule not in (*CULPRITS, "MN3")), None)
+    wait = next((f for f in serious if f.rule == "MN3" and f.severity is Severity.ERROR), None)
+    rules = list(dict.fromkeys(f.rule for f in (lead, klass, wait) if f is not None)) or [verdict.get("rule", "?")]
+    tag = f" [{', '.join(rules)}]"
+    text = ""
+    for detail, host_limit in ((60, 2), (40, 2), (40, 1), (24, 1), (0, 1)):
+        who = _who(lead, ranks, hosts, host_limit)
+        if lead is not None:
+            first = f"{who} {_doing(job, lead, klass, ranks, hosts, detail)}"
+        elif klass is not None:
+            first = f"{who}: {klass.title}" if who else klass.title
+        else:
+            first = ""
+        then = _followed(job, wait, after=bool(first), short=detail < 40)
+        text = "; ".join(p for p in (first, then) if p) or verdict.get("summary", "")
+        if not first and then:
+            text += "; no single rank stands out" if len(job.ranks) > 1 else "; the rank it waited for is not in the logs"
+        if len(text) + len(tag) <= LIMIT:
+            return text + tag, rules
+    return text[: LIMIT - len(tag) - 1].rstrip(" ;,:") + "…" + tag, rules
+
+
+def _lead(serious: list[Finding], ranks: list[int], hosts: list[str]) -> Finding | None:
+    """The rank-level finding behind the verdict's culprit (its ranks or hosts are the verdict's)."""
+    for rule in CULPRITS:
+        for f in serious:
+            if f.rule == rule and f.severity is Severity.ERROR and (
+                    set(f.ranks) & set(ranks) or (not ranks and set(f.hosts) & set(hosts))
+                    or (not ranks and not hosts)):
+                return f
+    return None
+
+
+def _who(lead: Finding | None, ranks: list[int], hosts: list[str], host_limit: int) -> str:
+    where = _hosts(hosts, host_limit)
+    if ranks:
+        name = f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {fmt_ranks(ranks, limit=3)}"
+        return f"{name} ({where})" if where else name
+    if hosts:
+        return f"a process on {where}" if lead is not None and len(hosts) == 1 else where
+    return "a process (rank unknown)" if lead is not None else ""
+
+
+def _hosts(hosts: list[str], limit: int) -> str:
+    if not hosts:
+        return ""
+    if len(hosts) <= limit:
+        return ", ".join(hosts)
+    return plural(len(hosts), "host")
+
+
+def _doing(job: JobModel, lead: Finding, klass: Finding | None, ranks: list[int], hosts: list[str],
+           detail: int) -> str:
+    """What the culprit did, with the class that explains it or, for a failure, its own error."""
+    doing = _DOING[lead.rule]
+    if lead.rule == "RK2" and ranks and not any(r.rank in ranks for r in job.ranks):
+        doing = "is missing (no line of its own)" if len(ranks) == 1 else "are missing (no line of their own)"
+    if not detail:
+        return doing
+    if klass is not None and klass.rule not in CATCH_ALL:
+        return f"{doing} ({_bare(klass.title)})"
+    if lead.rule == "RK1":
+        error = _error(job, ranks, hosts)
+        return f"{doing}: {_short(error, detail)}" if error else doing
+    return doing
+
+
+def _error(job: JobModel, ranks: list[int], hosts: list[str]) -> str:
+    """What the culprit's own error line says (the cause RK1 found), quoted from the log."""
+    crashes = [f for f in facts.failures(job) if f.crash and not f.recovered]
+    mine = next((f for f in crashes if f.rank is not None and f.rank in ranks), None) or next(
+        (f for f in crashes if f.host is not None and f.host in hosts), None) or (crashes[0] if crashes else None)
+    return mine.what if mine is not None else ""
+
+
+def _followed(job: JobModel, wait: Finding | None, after: bool, short: bool) -> str:
+    """What the rest of the job did: '1023 ranks then timed out in ALLREDUCE #39'."""
+    if wait is None:
+        return ""
+    groups = facts.timeouts_by_pg(job)
+    if not groups:
+        return ""
+    pg, main = next(iter(groups.items()))  # the group most ranks timed out in
+    n = sum(1 for r in main.reports if main.seq is None or r.seq == main.seq)
+    where = (main.op or "a collective") + (f" #{main.seq}" if main.seq is not None else "")
+    if pg != "default" and not short:
+        where += " of " + facts.pg_label(pg)
+    return f"{plural(n, 'rank')} {'then ' if after else ''}timed out in {where}"
+
+
+def _bare(title: str) -> str:
+    """A catalogue title inside parentheses, without its own: 'Watchdog thread stuck (heartbeat
+    monitor)' -> 'Watchdog thread stuck'."""
+    cut = title.find(" (")
+    return title[:cut] if cut > 0 else title
+
+
+def _short(text: str, limit: int) -> str:
+    """The first sentence of an error message, cut at a word to ``limit`` characters."""
+    text = " ".join(text.split())
+    cut = text.find(". ")
+    if 0 < cut < limit:
+        return text[:cut]
+    if len(text) <= limit:
+        return text.rstrip(".")
+    space = text.rfind(" ", 0, limit)
+    return text[: space if space > limit // 2 else limit - 1].rstrip(" ,;:") + "…"
