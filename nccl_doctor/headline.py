@@ -70,6 +70,8 @@ def _who(lead: Finding | None, ranks: list[int], hosts: list[str], host_limit: i
         return f"{name} ({where})" if where else name
     if hosts:
         return f"a process on {where}" if lead is not None and len(hosts) == 1 else where
+    if lead is not None and lead.rule == "RK2" and " is missing" in lead.summary:
+        return lead.summary.split(" is missing", 1)[0]  # who the finding names instead of a rank ("a node")
     return "a process (rank unknown)" if lead is not None else ""
 
 
@@ -87,6 +89,8 @@ def _doing(job: JobModel, lead: Finding, klass: Finding | None, ranks: list[int]
     doing = _DOING[lead.rule]
     if lead.rule == "RK2" and ranks and not any(r.rank in ranks for r in job.ranks):
         doing = "is missing (no line of its own)" if len(ranks) == 1 else "are missing (no line of their own)"
+    elif lead.rule == "RK2" and not ranks and not hosts:
+        doing = "is missing"
     if not detail:
         return doing
     if klass is not None and klass.rule not in CATCH_ALL:

@@ -140,6 +140,25 @@ def _name_the_erring_child(job: JobModel, out: list[Failure]) -> None:
             f.events = [*f.events, erring[0].errors[0]]
 
 
+def _pair_loose_traceback(out: list[Failure]) -> list[Failure]:
+    """A traceback no rank claims (printed before init_process_group gave the ranks their prefixes)
+    and the one rank whose failed exit the launcher reports in the same file: the same failure, told
+    twice. Only when each is the only one of its kind there."""
+    by_file: dict[str, list[Failure]] = defaultdict(list)
+    for f in out:
+        by_file[f.events[0].file].append(f)
+    drop: set[int] = set()
+    for fs in by_file.values():
+        loose = [f for f in fs if f.rank is None and f.label is None and not f.exit_only]
+        exits = [f for f in fs if f.rank is not None and f.exit_only]
+        if len(loose) == 1 and len(exits) == 1 and len(fs) == 2:
+            f, ex = loose[0], exits[0]
+            f.rank, f.state, f.host = ex.rank, ex.state, f.host or ex.host
+            f.events = [*f.events, *ex.events]
+            drop.add(id(ex))
+    return [f for f in out if id(f) not in drop]
+
+
 @_per_job
 def _file_hosts(job: JobModel) -> dict[str, set[str]]:
     """file -> hosts named by its NCCL line prefixes (host:pid:tid)."""
@@ -345,6 +364,7 @@ def failures(job: JobModel) -> list[Failure]:
         out.append(Failure(rank=None, state=None, host=(pb.hosts or [None])[0], category="launcher", what=pb.what,
                            events=pb.events, label=f"the torchrun agent on {pb.hosts[0]}" if pb.hosts else None))
     _name_the_erring_child(job, out)
+    out = _pair_loose_traceback(out)
     net_kinds = (*NETWORK_KINDS, "nccl_sock_closed", "nccl_socket_err")
     net_writers = {writer(job, e, line_key) for e in job.by_kind(*net_kinds)}
     for f in out:

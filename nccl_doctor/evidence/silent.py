@@ -57,7 +57,7 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
             add(Suspect(rank, job.known_ranks().get(rank), said.reason, "high", said.events))
     absent = incomplete(job)
     if absent is not None:
-        add(Suspect(None, None, absent.what, "high", absent.events, label="a node"))
+        add(Suspect(None, None, absent.what, "high", absent.events, label="a node that --nnodes expects"))
     exited = _reported_exits(job)
     gone = dump_facts(job).missing  # ranks without a flight-recorder dump while the others wrote one
     if gone is not None and gone.confidence != "low":
