@@ -87,11 +87,10 @@ def _text(ev: Event) -> str:
 def _launcher_kills(job: JobModel) -> dict[int, list[Event]]:
     """rank -> the launcher's lines that stopped it (SIGTERM to its pid, -15/143 in torchrun's table)."""
     out: dict[int, list[Event]] = {}
-    forced = forced_kills(job)
     for ev in job.by_kind("elastic_cfe"):
         code, rank = int_in(ev.get("exitcode")), int_in(ev.get("rank"))
         if rank is not None and (code in (-15, 143) or "TERM" in str(ev.get("sig") or "")
-                                 or int_in(ev.get("pid")) in forced.get(ev.file, ())):
+                                 or int_in(ev.get("pid")) in forced_kills(job, ev.file)):
             out.setdefault(rank, []).append(ev)
     for ev in job.by_kind("elastic_sigterm"):
         st = state_for_pid(job, ev.get("pid"), ev.host, ev.file)

@@ -236,23 +236,19 @@ def _echoed_exit(job: JobModel, ev: Event, echo: tuple[set[int], set[int]]) -> b
 
 
 @_per_job
-def _agent_sigterms(job: JobModel) -> dict[str, set[int]]:
-    """file -> the pids torchrun's agent sent SIGTERM to ("Sending process N closing signal SIGTERM")."""
-    out: dict[str, set[int]] = defaultdict(set)
-    for e in job.by_kind("elastic_sigterm"):
+def _agent_pids(job: JobModel) -> dict[tuple[str, str], set[int]]:
+    """(kind, file) -> the pids torchrun's agent named: ``elastic_sigterm`` ("Sending process N closing
+    signal SIGTERM", the workers it stops) and ``elastic_forced_kill`` (those it then had to SIGKILL)."""
+    out: dict[tuple[str, str], set[int]] = defaultdict(set)
+    for e in job.by_kind("elastic_sigterm", "elastic_forced_kill"):
         if int_in(e.get("pid")) is not None:
-            out[e.file].add(int_in(e.get("pid")))  # type: ignore[arg-type]
+            out[(e.kind, e.file)].add(int_in(e.get("pid")))  # type: ignore[arg-type]
     return out
 
 
-@_per_job
-def forced_kills(job: JobModel) -> dict[str, set[int]]:
-    """file -> pids the agent SIGKILLed after they ignored its SIGTERM."""
-    out: dict[str, set[int]] = defaultdict(set)
-    for e in job.by_kind("elastic_forced_kill"):
-        if int_in(e.get("pid")) is not None:
-            out[e.file].add(int_in(e.get("pid")))  # type: ignore[arg-type]
-    return out
+def forced_kills(job: JobModel, file: str) -> set[int]:
+    """pids the agent writing ``file`` SIGKILLed after they ignored its SIGTERM."""
+    return _agent_pids(job).get(("elastic_forced_kill", file), set())
 
 
 def _forced_kill(job: JobModel, ev: Event) -> bool:
@@ -261,7 +257,7 @@ def _forced_kill(job: JobModel, ev: Event) -> bool:
         return False
     code = int_in(ev.get("exitcode") if ev.kind == "elastic_cfe" else ev.get("code") if ev.kind == "elastic_failed"
                   else -int_in(ev.get("signal") or 0))
-    return code in (-9, 137) and int_in(ev.get("pid")) in forced_kills(job).get(ev.file, set())
+    return code in (-9, 137) and int_in(ev.get("pid")) in forced_kills(job, ev.file)
 
 
 def _outside_sigterm(job: JobModel, ev: Event) -> tuple[str, str] | None:
@@ -272,7 +268,7 @@ def _outside_sigterm(job: JobModel, ev: Event) -> tuple[str, str] | None:
         return None
     code = int_in(ev.get("exitcode") if ev.kind == "elastic_cfe" else ev.get("code"))
     pid = int_in(ev.get("pid"))
-    sent = _agent_sigterms(job).get(ev.file)
+    sent = _agent_pids(job).get(("elastic_sigterm", ev.file))
     if code not in (-15, 143) or pid is None or not sent or pid in sent:
         return None
     return "signal", (f"exit code {code} (SIGTERM) that the launcher did not send (it stopped pids "
