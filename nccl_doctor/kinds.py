@@ -140,7 +140,8 @@ KINDS: dict[str, str] = {
     "elastic_forced_kill": "pid, sig, force: 'Unable to shutdown process N via 15, forcefully exiting via 9' (the agent "
     "SIGKILLs a worker that ignored its SIGTERM)",
     "elastic_sigterm": "pid, sig: 'Sending process 1234 closing signal SIGTERM'; DeepSpeed's launcher 'Killing subprocess 1234' (sig SIGKILL)",
-    "elastic_death_signal": "sig: 'Received Signals.SIGTERM death signal, shutting down workers'",
+    "elastic_death_signal": "sig: 'Received Signals.SIGTERM death signal, shutting down workers' (torch 2.13: "
+    "'Received 15 death signal'; the torchrun agent itself was signalled: a preemption, a time limit, scancel)",
     "elastic_cfe": "root_cause (bool), idx, time, host, rank, local_rank, exitcode, pid, sig, error_file, traceback: "
     "one ChildFailedError entry",
     "elastic_attempt": "attempt, local_rank: reply file / log paths with 'attempt_N/<local_rank>/'",

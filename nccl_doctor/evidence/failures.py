@@ -140,6 +140,28 @@ def _name_the_erring_child(job: JobModel, out: list[Failure]) -> None:
             f.events = [*f.events, erring[0].errors[0]]
 
 
+def _signalled_agents(job: JobModel) -> list[Failure]:
+    """torchrun agents that were themselves signalled ("Received 15 death signal, shutting down
+    workers") while other agents were not: that node was stopped from outside (a preemption, a
+    scheduler's limit, an operator), and the others' errors follow from it. When every agent got the
+    signal the whole job was cancelled: no node stands out (one agent alone: it is the job)."""
+    agents = {file_host(job, e.file) or e.file for e in job.events if e.kind.startswith("elastic_")}
+    hit: dict[str, list[Event]] = defaultdict(list)
+    for e in job.by_kind("elastic_death_signal"):
+        hit[file_host(job, e.file) or e.file].append(e)
+    if not hit or (len(agents) > 1 and set(hit) >= agents):
+        return []
+    out = []
+    for where, evs in hit.items():
+        host = where if where in job.hosts or file_host(job, evs[0].file) else None
+        sig = str(evs[0].get("sig") or "a signal")
+        out.append(Failure(rank=None, state=None, host=host, category="signal", events=evs[:2],
+                           what=f"its torchrun agent received signal {sig} and shut its workers down: stopped "
+                                "from outside (a preemption, the scheduler's time limit or cancel, an operator)",
+                           label=f"the node {host}" if host else "a node"))
+    return out
+
+
 def _pair_loose_traceback(out: list[Failure]) -> list[Failure]:
     """A traceback no rank claims (printed before init_process_group gave the ranks their prefixes)
     and the one rank whose failed exit the launcher reports in the same file: the same failure, told
@@ -356,6 +378,7 @@ def failures(job: JobModel) -> list[Failure]:
                 f.category, f.what = cat, what  # a more specific line of the same failure
             f.events.append(ev)
     out = list(merged.values())
+    out += _signalled_agents(job)
     for pb in unreachable(job):  # a node's agent that could not reach the rendezvous endpoint
         out.append(Failure(rank=None, state=None, host=(pb.hosts or [None])[0], category="launcher", what=pb.what,
                            events=pb.events, label=f"the torchrun agent on {pb.hosts[0]}" if pb.hosts else None))
