@@ -104,6 +104,9 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
             why, conf = (f"every rank of {host} stopped with no error while {seen}" + (
                 ", and its launcher stopped them" if reported else ", and that node's log ends with no launcher "
                 "report: the node itself stopped (it died, lost power or its agent was killed)")), "high"
+        elif e.how == "killed" and any(int_in(ev.get("exitcode")) in (-9, 137) for ev in e.events):
+            why, conf = (f"it wrote no error while {seen}; the launcher had to kill it (SIGTERM, then SIGKILL when "
+                         "it did not stop): it was hung or frozen"), "high"
         elif e.how == "killed":
             why, conf = f"it wrote no error while {seen}; the launcher had to stop it (SIGTERM): it was hung", "high"
         elif e.state is not None:
