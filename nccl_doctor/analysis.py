@@ -172,6 +172,10 @@ def analyze_scans(scans: list[FileScan], skipped: list[Skipped], *, select=None,
     job = build_job(events, read)
     assign_statuses(job)  # derived evidence: who failed, lagged, went silent or only waited
     findings, notes = rules.run(job, select=select, ignore=ignore, min_severity=min_severity)
+    if job.partial_logs:
+        seen, world = job.coverage() or (0, 0)
+        notes.insert(0, f"the logs cover {seen:,} of {world:,} ranks: they are partial, so the {world - seen:,} "
+                        "ranks without a line are not named as missing")
     verdict, last = decide(job, findings)
     if verdict:
         verdict["headline"], verdict["rules"] = headline(job, findings, verdict)
