@@ -209,7 +209,7 @@ def nothing_recognised(read: list[FileScan], skipped: list[Skipped]) -> str:
 
 
 def _stderr_progress() -> Progress | None:
-    if not sys.stderr.isatty():
+    if sys.stderr is None or not sys.stderr.isatty():
         return None
 
     def show(done: int, total: int, path: str) -> None:

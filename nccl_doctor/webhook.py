@@ -188,7 +188,8 @@ class WebhookSender:
         watchdog.daemon = True
         watchdog.start()
         try:
-            with self._opener.open(req, timeout=self.timeout) as resp:
+            # The socket's own timeout is a second net, just behind the watchdog's deadline.
+            with self._opener.open(req, timeout=self.timeout + 1.0) as resp:
                 try:  # the 2xx status says the alert was taken; the body is read only to free the connection
                     resp.read(MAX_BODY)
                 except Exception:  # an endless or stalled body (cut by the watchdog): delivered all the same

@@ -45,7 +45,8 @@ LAYERS = [
     ("verdict", ["verdict", "headline"]),
     # report.jsonout builds the JSON contract that Report.to_dict() returns to library callers.
     ("analysis", ["analysis", "incremental", "report.jsonout", "report.reach"]),
-    ("faces", ["report", "timeline", "timeline_last", "plot", "tui", "watch", "webhook", "cli", "__main__", "__init__"]),
+    ("faces", ["report", "timeline", "timeline_last", "plot", "tui", "watch", "webhook", "output", "cli", "__main__",
+               "__init__"]),
 ]
 
 
