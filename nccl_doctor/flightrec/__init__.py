@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from ..events import Event, Skipped
 from .events import KINDS, dump_events
-from .loader import Dump, DumpError, is_dump_name, load_dump, rank_from_name, read_bytes, sniff
+from .loader import Dump, DumpError, decode, is_dump_name, load_dump, rank_from_name, read_bytes, sniff
 
 if TYPE_CHECKING:
     from ..discover import InputFile
@@ -52,11 +52,13 @@ def _read(f: InputFile) -> Dump:
     dumpish = kind == "pickle" or f.path.lower().endswith(".json") or (
         kind == "json" and _JSON_DUMP_KEY.search(data[:4096]) is not None)
     try:
-        return load_dump(f.path, rank_from_name(f.path), data)
+        obj, encoding = decode(data)
     except DumpError as exc:
         if not dumpish and data and _looks_text(data) and not str(exc).startswith(("refused", "too ")):
             raise _NotADump from None
         raise
+    # It decodes as a pickle or JSON (a protocol-0 pickle is text too): a dump, read or refused as one.
+    return load_dump(f.path, rank_from_name(f.path), obj=(obj, encoding))
 
 
 def _newest(d: Dump) -> int:

@@ -406,13 +406,15 @@ def normalise(obj: Any, path: str, rank: int, encoding: str) -> Dump:
                 notes=notes, total_entries=len(entries) - malformed, pg_entries=counts, partial=partial)
 
 
-def load_dump(path: str, rank: int | None = None, data: bytes | bytearray | None = None) -> Dump:
-    """Read, check and normalise one dump. Raises DumpError with a one-line reason."""
+def load_dump(path: str, rank: int | None = None, data: bytes | bytearray | None = None,
+              obj: tuple[Any, str] | None = None) -> Dump:
+    """Read, check and normalise one dump (``data``: its bytes, ``obj``: already decoded, with its
+    encoding). Raises DumpError with a one-line reason."""
     if rank is None:
         rank = rank_from_name(path)
-    if data is None:
-        data = read_bytes(path)
-    obj, encoding = decode(data)
+    if obj is None:
+        obj = decode(read_bytes(path) if data is None else data)
+    obj, encoding = obj
     if rank is None:
         raise DumpError("cannot tell the rank: the file name does not end in a rank number (<prefix><rank>)")
     return normalise(obj, path, rank, encoding)
