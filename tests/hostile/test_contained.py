@@ -102,3 +102,23 @@ def test_a_bug_in_one_dump_costs_that_dump_only(tmp_path, monkeypatch):
     assert skipped == {"nccl_trace_rank_1": "flight-recorder dump not read: internal error: KeyError: 'boom'"}
     assert {e.rank for e in report.job.events if e.kind == "fr_dump"} == {0}
     assert {f.rule for f in nccl_doctor.analyze(str(GOOD)).findings} <= {f.rule for f in report.findings}
+
+
+def test_a_bug_while_following_one_file_costs_that_file_only(monkeypatch):
+    """watch's incremental analyzer contains a failure to its source, as the batch scanner does."""
+    from nccl_doctor import Analyzer, incremental
+
+    real = incremental._ChunkScanner.scan_chunk
+
+    def flaky(self, chunk, base_line, stripper, year, out):
+        if out.path == "bad.log":
+            raise ValueError("boom")
+        return real(self, chunk, base_line, stripper, year, out)
+
+    monkeypatch.setattr(incremental._ChunkScanner, "scan_chunk", flaky)
+    analyzer = Analyzer()
+    analyzer.feed_bytes("good.log", GOOD.read_bytes())
+    analyzer.feed_bytes("bad.log", GOOD.read_bytes())
+    report = analyzer.report()
+    assert {f.rule for f in nccl_doctor.analyze(str(GOOD)).findings} <= {f.rule for f in report.findings}
+    assert report.inputs["skipped"] == [{"path": "bad.log", "reason": "scan failed: ValueError: boom"}]
