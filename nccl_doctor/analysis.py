@@ -172,6 +172,10 @@ def analyze_scans(scans: list[FileScan], skipped: list[Skipped], *, select=None,
     job = build_job(events, read)
     assign_statuses(job)  # derived evidence: who failed, lagged, went silent or only waited
     findings, notes = rules.run(job, select=select, ignore=ignore, min_severity=min_severity)
+    if job.partial_logs:
+        seen, world = job.coverage() or (0, 0)
+        notes.insert(0, f"the logs cover {seen:,} of {world:,} ranks: they are partial, so the {world - seen:,} "
+                        "ranks without a line are not named as missing")
     verdict, last = decide(job, findings)
     if verdict:
         verdict["headline"], verdict["rules"] = headline(job, findings, verdict)
@@ -205,7 +209,7 @@ def nothing_recognised(read: list[FileScan], skipped: list[Skipped]) -> str:
 
 
 def _stderr_progress() -> Progress | None:
-    if not sys.stderr.isatty():
+    if sys.stderr is None or not sys.stderr.isatty():
         return None
 
     def show(done: int, total: int, path: str) -> None:

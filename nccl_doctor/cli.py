@@ -33,7 +33,9 @@ MAX_JOBS = 256
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage too; keep it short)
-        sys.stderr.write(f"nccl-doctor: {message}\n")
+        from .output import say
+
+        say(message)
         raise SystemExit(2)
 
 
@@ -170,10 +172,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         build_parser().print_help(sys.stderr)
         return 2
+    from .output import say
+
     try:
         return _dispatch(args)
     except KeyboardInterrupt:
-        sys.stderr.write("nccl-doctor: interrupted\n")
+        say("interrupted")
         return 130
     except BrokenPipeError:
         return 0
@@ -181,15 +185,15 @@ def main(argv: list[str] | None = None) -> int:
         raise
     except Exception as exc:
         from .discover import InputError
+        from .output import OutputError
 
         if os.environ.get("NCCL_DOCTOR_DEBUG"):
             raise
-        if isinstance(exc, (InputError, KeyError, ValueError, OSError)):
+        if isinstance(exc, (InputError, OutputError, KeyError, ValueError, OSError)):
             msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-            sys.stderr.write(f"nccl-doctor: {msg}\n")
+            say(msg)
         else:
-            sys.stderr.write(f"nccl-doctor: internal error: {type(exc).__name__}: {exc} "
-                             "(set NCCL_DOCTOR_DEBUG=1 for a traceback)\n")
+            say(f"internal error: {type(exc).__name__}: {exc} (set NCCL_DOCTOR_DEBUG=1 for a traceback)")
         return 2
 
 
@@ -197,17 +201,24 @@ def entry() -> None:
     """Console-script and ``python -m`` entry: run, flush, and leave at once. A large analysis
     holds millions of small objects; freeing them one by one at interpreter exit took a second at
     4k ranks and several at 16k, after the answer was already out."""
-    status = main()
+    from .output import say
+
     try:
-        sys.stdout.flush()
+        status = main()
+    except SystemExit as exc:  # argparse: --help, --version, usage errors
+        status = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 2
+    try:
+        if sys.stdout is not None:  # None: started with stdout closed (>&-)
+            sys.stdout.flush()
     except BrokenPipeError:
         pass  # the reader left (| head); nothing more to say to it
-    except OSError as exc:  # a full disk or a closed terminal: the report is not out
-        sys.stderr.write(f"nccl-doctor: cannot write the report: {exc.strerror or exc}\n")
+    except (OSError, ValueError) as exc:  # a full disk or a closed terminal: the report is not out
+        say(f"cannot write the report: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}")
         status = 2
     try:
-        sys.stderr.flush()
-    except OSError:
+        if sys.stderr is not None:
+            sys.stderr.flush()
+    except (OSError, ValueError):
         pass
     os._exit(status)
 
@@ -237,11 +248,13 @@ def _dispatch(args) -> int:
             sys.stdout.write(doc if doc.endswith("\n") else doc + "\n")
         return 0
     if cmd == "plot":
+        from .output import check_target, say
         from .plot import write_png
 
+        check_target(args.output)  # a folder or a missing folder: said before the work
         report = _report(args)
         size = write_png(report, args.output)
-        sys.stderr.write(f"nccl-doctor: wrote {args.output} ({size[0]}x{size[1]} px)\n")
+        say(f"wrote {args.output} ({size[0]}x{size[1]} px)")
         return 0
     if cmd == "tui":
         from .tui import run_tui
@@ -249,7 +262,11 @@ def _dispatch(args) -> int:
         report = _report(args)  # bad paths and empty input fail here, before the screen opens
         return run_tui(report=report)
     if cmd == "watch":
+        from .output import OutputError
         from .watch import run_watch
+
+        if not args.webhook and sys.stdout is None:
+            raise OutputError("cannot write the alerts: standard output is closed")
 
         return run_watch(args.paths, webhook=args.webhook, interval=args.interval, once=args.once,
                          settle=args.settle, select=args.select, ignore=args.ignore,
@@ -289,8 +306,14 @@ def _saved_report(paths: list[str]):
 def _analyze(args) -> int:
     from .analysis import _stderr_progress, analyze
     from .discover import InputError
+    from .output import OutputError, check_target, to_stdout, write_file
     from .report import to_json, to_markdown, to_text
 
+    for target in (args.output, args.plot):  # a wrong output path costs nothing: said before the work
+        if target:
+            check_target(target)
+    if not args.output and sys.stdout is None:
+        raise OutputError("cannot write the report: standard output is closed")
     report = analyze(args.paths, select=args.select, ignore=args.ignore, min_severity=args.min_severity,
                      jobs=args.jobs, progress=_stderr_progress())
     if report.nothing_found:
@@ -304,11 +327,9 @@ def _analyze(args) -> int:
         color = use_color(args.color, stream or _NotATerminal())
         body = to_text(report, color=color, verbose=args.verbose, width=_width(stream))
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as fh:
-            fh.write(body)
+        write_file(args.output, body)  # a temporary file renamed over it: never a truncated report
     else:
-        sys.stdout.write(body)
-        sys.stdout.flush()
+        to_stdout(body)
     if args.plot:
         from .plot import write_png
 

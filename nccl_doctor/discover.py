@@ -9,6 +9,7 @@ from __future__ import annotations
 import glob
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .events import Skipped
@@ -38,7 +39,7 @@ def discover(paths: list[str]) -> tuple[list[InputFile], list[Skipped]]:
     files: list[InputFile] = []
     skipped: list[Skipped] = []
     seen: set[tuple[int, int]] = set()
-    walked: set[str] = set()
+    walked: set[tuple[int, int]] = set()  # (device, inode) of the folders listed
     if not paths:
         raise InputError("no input paths given")
 
@@ -63,27 +64,40 @@ def discover(paths: list[str]) -> tuple[list[InputFile], list[Skipped]]:
             return
         files.append(InputFile(display, display, st.st_size))
 
-    def walk(top: str) -> None:
-        real = os.path.realpath(top)
-        if real in walked:
-            return
-        walked.add(real)
+    def listing(folder: str) -> Iterator[os.DirEntry] | None:
+        """The folder's entries in name order; None when it was walked already (a symlink loop) or
+        cannot be listed (said in ``skipped``)."""
         try:
-            entries = sorted(os.scandir(top), key=lambda e: e.name)
+            st = os.stat(folder)
+            key = (st.st_dev, st.st_ino)
+            if key in walked:
+                return None
+            walked.add(key)
+            return iter(sorted(os.scandir(folder), key=lambda e: e.name))
         except OSError as exc:
-            skipped.append(Skipped(top, f"cannot list folder: {exc.strerror or exc}"))
-            return
-        for entry in entries:
+            skipped.append(Skipped(folder, f"cannot list folder: {exc.strerror or exc}"))
+            return None
+
+    def walk(top: str) -> None:
+        """Depth-first in name order, with a stack of listings instead of recursion: a folder
+        thousands of levels deep is read like any other."""
+        first = listing(top)
+        stack = [first] if first is not None else []
+        while stack:
+            entry = next(stack[-1], None)
+            if entry is None:
+                stack.pop()
+                continue
             if entry.name.startswith(".") and entry.is_dir(follow_symlinks=False):
                 continue  # .git, .cache: never logs
             try:
                 is_dir = entry.is_dir(follow_symlinks=True)
             except OSError:
                 is_dir = False
-            if is_dir:
-                walk(entry.path)
-            else:
+            if not is_dir:
                 add_file(entry.path)
+            elif (sub := listing(entry.path)) is not None:
+                stack.append(sub)
 
     for p in paths:
         if p == "-":

@@ -7,6 +7,7 @@ from enum import StrEnum
 from typing import Any
 
 from .events import MAX_TEXT, Event
+from .report.safe import plain
 
 
 class Severity(StrEnum):
@@ -42,7 +43,8 @@ class Evidence:
         return cls(ev.file, ev.line, ev.rank, ev.text[:MAX_TEXT])
 
     def to_dict(self) -> dict[str, Any]:
-        return {"file": self.file, "line": self.line, "rank": self.rank, "text": self.text}
+        """Inert text: the file name and the line as every face shows them (report.safe)."""
+        return {"file": plain(self.file, 1000), "line": self.line, "rank": self.rank, "text": plain(self.text, 2 * MAX_TEXT)}
 
 
 @dataclass(slots=True)
@@ -70,9 +72,9 @@ class Finding:
             "title": self.title,
             "severity": self.severity.value,
             "confidence": self.confidence,
-            "summary": self.summary,
+            "summary": plain(self.summary, 4000),
             "ranks": sorted(set(self.ranks)),
-            "hosts": sorted(set(self.hosts)),
+            "hosts": sorted({plain(h, 200) for h in self.hosts}),
             "evidence": [e.to_dict() for e in self.evidence],
             "remedy": self.remedy,
             "references": list(self.references),

@@ -74,6 +74,7 @@ class _Source:
         self.skipping = False  # inside an overlong line whose rest is dropped
         self.tail = bytearray()  # the last TAIL_BYTES of content: each writer's last line
         self.view: FileScan | None = None  # cached scan of everything (committed + pending)
+        self.failed: str | None = None  # a bug stopped reading this source: what it gave so far stays
 
     # ---- bytes in ----------------------------------------------------------------------------
 
@@ -255,7 +256,12 @@ class Analyzer:
         src = self._sources.get(source)
         if src is None:
             src = self._sources[source] = _Source(source, self.year)
-        src.add(data)
+        if src.failed is None:
+            try:
+                src.add(data)
+            except Exception as exc:  # a bug must cost this source's tail, not the watch (as in Scanner.scan)
+                src.failed = f"scan stopped early: {type(exc).__name__}: {exc}"[:200]
+                src.view = None
         self._stale = True
 
     def forget(self, source: str) -> None:
@@ -279,12 +285,22 @@ class Analyzer:
     def report(self) -> Report:
         """The full report for everything fed so far; raises InputError when nothing was fed."""
         if self._stale or self._report is None:
-            scans = [_fresh(self._sources[p].scan()) for p in self.sources]
+            scans = [self._scan(p) for p in self.sources]
             extra = [_copy(e) for e in self._extra]
             self._report = analyze_scans(scans, self._skipped, select=self.select, ignore=self.ignore,
                                          min_severity=self.min_severity, extra_events=extra)
             self._stale = False
         return self._report
+
+    def _scan(self, path: str) -> FileScan:
+        src = self._sources[path]
+        try:
+            scan = _fresh(src.scan())
+        except Exception as exc:  # a bug: this source is listed as not read, the others are analysed
+            return FileScan(path=path, skipped=f"scan failed: {type(exc).__name__}: {exc}"[:200])
+        if src.failed is not None:
+            scan.issue = src.failed
+        return scan
 
     def findings(self) -> list[Finding]:
         """The current findings (empty while nothing analysable was fed)."""

@@ -36,8 +36,14 @@ MARK_STYLE = {  # marker, colour, size, label
 
 def write_png(report: Any, path: str) -> tuple[int, int]:
     """Write the report's rank timeline to ``path`` (PNG); returns its size in pixels."""
+    import io
+
+    from .output import write_file
+
     fig = figure(build(report))
-    fig.savefig(path, dpi=100)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=100)  # never by name: matplotlib would add ".png" to it
+    write_file(path, png.getvalue())
     w, h = fig.get_size_inches() * 100
     return int(round(w)), int(round(h))
 

@@ -107,6 +107,7 @@ class _UpTo(_Wrapper):
 
     def __init__(self, raw: io.BufferedReader):
         self._raw = raw
+        self._short = False
         try:
             self._left = os.fstat(raw.fileno()).st_size
         except OSError:
@@ -117,8 +118,12 @@ class _UpTo(_Wrapper):
             return self._raw.read(n)
         if self._left <= 0:
             return b""
-        data = self._raw.read(self._left if n < 0 else min(n, self._left))
+        want = self._left if n < 0 else min(n, self._left)
+        data = b"" if self._short else self._raw.read(want)
+        if not data:  # the end came before the size it had when opened: cut while we read it
+            raise EOFError(f"the file shrank while it was read ({self._left:,} bytes fewer than when it was opened)")
         self._left -= len(data)
+        self._short = len(data) < want  # said at the next read, after this piece is used
         return data
 
 

@@ -20,13 +20,14 @@ import signal
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from typing import IO, Any
 
 from . import __version__
 from .discover import InputFile, discover
 from .incremental import Analyzer, Update
+from .report.jsonout import inert
+from .report.safe import plain
+from .webhook import WebhookSender
 
 READ_BLOCK = 1 << 20
 #: The first bytes of a file, compared at each poll to notice a rewrite that grew past our offset.
@@ -190,19 +191,20 @@ class Watcher:
 # ---- what is sent --------------------------------------------------------------------------------
 
 def alert_text(update: Update) -> str:
-    """A short chat message: severity, rule and title, who, the first evidence line and the fix."""
+    """A short chat message: severity, rule and title, who, the first evidence line and the fix.
+    Everything from the logs is made inert (``report.safe.plain``: no controls, no chat mentions)."""
     f = update.finding
-    lines = [f"nccl-doctor: {f.severity.value.upper()} {f.rule} {f.title} ({update.status})", f.summary]
+    lines = [f"nccl-doctor: {f.severity.value.upper()} {f.rule} {f.title} ({update.status})", plain(f.summary, 1000)]
     who = []
     if f.ranks:
         who.append("ranks " + ", ".join(map(str, f.ranks[:16])) + (" ..." if len(f.ranks) > 16 else ""))
     if f.hosts:
-        who.append("hosts " + ", ".join(f.hosts[:8]) + (" ..." if len(f.hosts) > 8 else ""))
+        who.append("hosts " + ", ".join(plain(h, 100) for h in f.hosts[:8]) + (" ..." if len(f.hosts) > 8 else ""))
     if who:
         lines.append("; ".join(who))
     if f.evidence:
         ev = f.evidence[0]
-        lines.append(f"evidence: {ev.file}:{ev.line}  {ev.text[:300]}")
+        lines.append(f"evidence: {plain(ev.file, 300)}:{ev.line}  {plain(ev.text, 300)}")
     if f.remedy:
         lines.append("fix: " + " ".join(f.remedy.split())[:500])
     return "\n".join(lines)
@@ -214,106 +216,10 @@ def alert_payload(update: Update, verdict: dict[str, Any] | None = None) -> dict
         "text": alert_text(update),
         "status": update.status,
         "finding": update.finding.to_dict(),
-        "verdict": verdict,
+        "verdict": inert(verdict),
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "tool": {"name": "nccl-doctor", "version": __version__},
     }
-
-
-class WebhookSender:
-    """POSTs JSON payloads from a background thread, in order, retrying with exponential back-off.
-
-    :meth:`send` never blocks (when the queue is full the oldest payload is dropped, with a note);
-    :meth:`close` delivers what is queued within a deadline. Client errors (4xx but 408 and 429)
-    are not retried; connection errors, timeouts, 5xx, 408 and 429 are (``Retry-After`` honoured).
-    """
-
-    def __init__(self, url: str, *, timeout: float = 10.0, tries: int = 8, backoff: float = 0.5,
-                 max_backoff: float = 30.0, maxsize: int = 1000, log: IO[str] | None = None):
-        if not url.startswith(("http://", "https://")):
-            raise ValueError(f"--webhook must be an http:// or https:// URL, not {url!r}")
-        self.url, self.timeout, self.tries = url, timeout, tries
-        self.backoff, self.max_backoff = backoff, max_backoff
-        self.log = log or sys.stderr
-        self.delivered = self.failed = 0
-        self._queue: queue.Queue[dict | None] = queue.Queue(maxsize)
-        self._deadline: float | None = None
-        self._thread = threading.Thread(target=self._run, name="nccl-doctor-webhook", daemon=True)
-        self._thread.start()
-
-    def send(self, payload: dict) -> None:
-        while True:
-            try:
-                self._queue.put_nowait(payload)
-                return
-            except queue.Full:
-                try:
-                    self._queue.get_nowait()
-                    self.failed += 1
-                    self._note("webhook queue full: dropped the oldest alert")
-                except queue.Empty:
-                    pass
-
-    def close(self, wait: float = 10.0) -> bool:
-        """Deliver what is queued (at most ``wait`` seconds); True when everything was delivered."""
-        self._deadline = time.monotonic() + wait
-        try:
-            self._queue.put(None, timeout=wait)
-        except queue.Full:
-            pass
-        self._thread.join(wait + 1.0)
-        return not self._thread.is_alive() and self.failed == 0
-
-    def _run(self) -> None:
-        while True:
-            payload = self._queue.get()
-            if payload is None:
-                return
-            if self._deliver(payload):
-                self.delivered += 1
-            else:
-                self.failed += 1
-
-    def _deliver(self, payload: dict) -> bool:
-        body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
-        delay = self.backoff
-        for attempt in range(1, self.tries + 1):
-            retry_after = None
-            try:
-                req = urllib.request.Request(self.url, data=body, method="POST", headers={
-                    "Content-Type": "application/json", "User-Agent": f"nccl-doctor/{__version__}"})
-                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                    resp.read()
-                return True
-            except urllib.error.HTTPError as exc:
-                if 400 <= exc.code < 500 and exc.code not in (408, 429):
-                    self._note(f"webhook refused the alert: HTTP {exc.code} {exc.reason}")
-                    return False
-                retry_after = _seconds(exc.headers.get("Retry-After") if exc.headers else None)
-                why = f"HTTP {exc.code}"
-            except (urllib.error.URLError, OSError, ValueError) as exc:
-                why = str(getattr(exc, "reason", exc))
-            wait = min(self.max_backoff, retry_after if retry_after is not None else delay)
-            if attempt == self.tries or (self._deadline is not None and time.monotonic() + wait > self._deadline):
-                self._note(f"webhook delivery failed after {attempt} attempt(s): {why}")
-                return False
-            time.sleep(wait)
-            delay = min(self.max_backoff, delay * 2)
-        return False
-
-    def _note(self, msg: str) -> None:
-        try:
-            self.log.write(f"nccl-doctor: {msg}\n")
-            self.log.flush()
-        except (OSError, ValueError):
-            pass
-
-
-def _seconds(value: str | None) -> float | None:
-    try:
-        return max(0.0, float(value)) if value else None
-    except ValueError:
-        return None
 
 
 # ---- the command ---------------------------------------------------------------------------------
@@ -327,14 +233,27 @@ def run_watch(paths: list[str], *, webhook: str | None = None, interval: float =
 
     ``settle`` (default ``max(1, 3 * interval)`` seconds): a finding is reported once it has stayed
     the same that long, so that a cascade of timeouts over many ranks gives one alert.
+
+    With ``webhook``, alerts still queued at the end are delivered within a deadline; when some
+    could not be, stderr says how many and why, and the exit status is 2.
     """
     if interval <= 0:
         raise ValueError("--interval must be a positive number of seconds")
+    sender = WebhookSender(webhook) if webhook else None
+    try:
+        status = _follow(paths, sender, interval=interval, once=once, settle=settle, select=select,
+                         ignore=ignore, min_severity=min_severity, out=out)
+    finally:
+        delivered = sender is None or sender.close()
+    return status if delivered else 2
+
+
+def _follow(paths: list[str], sender: WebhookSender | None, *, interval: float, once: bool,
+            settle: float | None, select, ignore, min_severity: str, out: IO[str] | None) -> int:
     out = out or sys.stdout
     analyzer = Analyzer(select=select, ignore=ignore, min_severity=min_severity,
                         settle=max(1.0, 3 * interval) if settle is None else settle)
     watcher = Watcher(paths, analyzer)
-    sender = WebhookSender(webhook) if webhook else None
 
     def emit(final: bool = False) -> None:
         for update in analyzer.updates(final=final):
@@ -376,8 +295,6 @@ def run_watch(paths: list[str], *, webhook: str | None = None, interval: float =
         return 0
     finally:
         restore()
-        if sender is not None:
-            sender.close()
 
 
 def _on_signals(stop: threading.Event):

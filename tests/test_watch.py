@@ -15,10 +15,11 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
+from conftest import local_http_server
 
 import nccl_doctor
 import nccl_doctor.incremental as incremental
@@ -57,17 +58,10 @@ class _Hook(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def webhook():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Hook)
-    server.lock, server.received, server.attempts, server.fail_next = threading.Lock(), [], 0, 0
-    server.gate = threading.Event()
-    server.gate.set()
-    server.url = f"http://127.0.0.1:{server.server_address[1]}/"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.gate.set()
-    server.shutdown()
-    server.server_close()
+    with local_http_server(_Hook, received=[], attempts=0, fail_next=0, gate=threading.Event()) as server:
+        server.gate.set()
+        yield server
+        server.gate.set()
 
 
 def _wait(cond, timeout: float, step: float = 0.05) -> bool:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 from ..events import Event
@@ -100,7 +101,8 @@ class Lag(GroupFact):
 
 @dataclass(slots=True)
 class MissingDumps:
-    """Ranks of the job without a dump while other ranks wrote one (RK2)."""
+    """Ranks of the job without a dump while other ranks wrote one (RK2). ``ranks`` lists them all
+    when few are missing, only the first six when most are (``count`` says how many; confidence low)."""
 
     ranks: list[int]
     world: int
@@ -110,6 +112,7 @@ class MissingDumps:
     summary: str
     reason: str
     confidence: str
+    count: int = 0
 
 
 @dataclass(slots=True)
@@ -137,10 +140,13 @@ class DumpFacts:
 
 
 # --------------------------------------------------------------------------------------- helpers
-def ranks_text(ranks: list[int]) -> str:
+def ranks_text(ranks: list[int], total: int | None = None) -> str:
+    """``ranks 0, 2, 3``; long lists show their first six and a count (``total``: how many there are
+    when ``ranks`` holds only the first of them)."""
     ranks = sorted(ranks)
-    if len(ranks) > 8:
-        return f"ranks {', '.join(map(str, ranks[:6]))}, ... ({len(ranks)} ranks)"
+    total = max(total or 0, len(ranks))
+    if total > 8:
+        return f"ranks {', '.join(map(str, ranks[:6]))}, ... ({total} ranks)"
     return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
 
 
@@ -360,18 +366,22 @@ def _missing(facts: DumpFacts, world_from: str) -> MissingDumps | None:
     present = sorted(facts.dumps)
     if not world or not present:
         return None
-    missing = [r for r in range(world) if r not in facts.dumps]
-    if not missing:
+    inside = {r for r in facts.dumps if 0 <= r < world}
+    count = world - len(inside)
+    if not count:
         return None
     where = "; ".join(f"{ranks_text(rs)} wait in {w}" for w, rs in facts.waiting("default").items())
-    many = len(missing) > MISSING_SHARE * world
+    many = count > MISSING_SHARE * world
+    # The world size is a claim: listed one by one only when few are missing (then at most as many as
+    # the dumps present); else the first few and a count, whatever the claim.
+    missing = [r for r in range(world) if r not in inside] if not many else \
+        list(islice((r for r in range(world) if r not in inside), 6))
     reason = (f"left no flight-recorder dump (world of {world}) while {ranks_text(present)} did"
               + (f" ({where})" if where else "")
               + (": were all dumps collected?" if many else ": a rank that died (killed, crashed, OOM) writes none"))
     return MissingDumps(ranks=missing, world=world, world_from=world_from, present=present,
-                        evidence=[facts.dumps[r] for r in present[:3]], summary=f"{ranks_text(missing)} {reason}",
-                        reason=reason,
-                        confidence="low" if many else "medium")
+                        evidence=[facts.dumps[r] for r in present[:3]], summary=f"{ranks_text(missing, count)} {reason}",
+                        reason=reason, confidence="low" if many else "medium", count=count)
 
 
 def _headline(facts: DumpFacts) -> None:

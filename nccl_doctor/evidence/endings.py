@@ -48,7 +48,9 @@ class Ending:
 def endings(job: JobModel) -> dict[int, Ending]:
     """rank -> how it ended, for every rank of the world (known size) or every rank seen."""
     known = job.known_ranks()
-    world = range(job.ranks_expected) if job.ranks_expected and job.ranks_expected <= 100_000 else sorted(known)
+    # The claimed world only when the logs cover it (JobModel.partial_logs): then it is about as long
+    # as the ranks seen; a claim far beyond them is not a list of ranks that ended without a word.
+    world = range(job.ranks_expected) if job.ranks_expected and not job.partial_logs else sorted(known)
     caused = {f.rank for f in failures(job) if f.rank is not None and not f.recovered}
     timed = timed_out_states(job)
     timed_ranks = {r for pt in timeouts_by_pg(job).values() for r in pt.ranks}

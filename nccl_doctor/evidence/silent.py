@@ -48,13 +48,14 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
         if key not in found or _CONF[s.confidence] > _CONF[found[key].confidence]:
             found[key] = s
 
+    known = job.known_ranks()  # once: per named rank (per missing rank) it made this quadratic
     for ev in job.by_kind("hvd_missing_ranks"):
         for rank in sorted({int(x) for x in re.findall(r"\d{1,7}", str(ev.get("ranks") or ""))}):
-            add(Suspect(rank, job.known_ranks().get(rank), "Horovod reports it never submitted the tensor "
+            add(Suspect(rank, known.get(rank), "Horovod reports it never submitted the tensor "
                         f"{ev.get('tensor') or ''} (missing ranks)".replace("  ", " "), "high", [ev]))
     for said in named_by_torch(job):  # the waiters name whom they waited for
         for rank in said.ranks:
-            add(Suspect(rank, job.known_ranks().get(rank), said.reason, "high", said.events))
+            add(Suspect(rank, known.get(rank), said.reason, "high", said.events))
     absent = incomplete(job)
     if absent is not None:
         add(Suspect(None, None, absent.what, "high", absent.events, label="a node that --nnodes expects"))
@@ -65,7 +66,7 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
             # a rank whose exit the launcher reported as the echo of another's failure left no dump
             # for that reason; a rank that died of its own failure (-9) did not write one either
             if rank not in killed and (rank not in exited or rank in failed_ranks):
-                add(Suspect(rank, job.known_ranks().get(rank), f"it {gone.reason}", gone.confidence,
+                add(Suspect(rank, known.get(rank), f"it {gone.reason}", gone.confidence,
                             gone.evidence[:3]))
     symptom = job_failed(job)
     per_rank = per_rank_layout(job)
@@ -82,7 +83,7 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
             add(Suspect(rank, None, f"the job has {job.ranks_expected} ranks but no line names rank {rank}",
                         "low", [], confirmed=False))
         else:
-            host = _neighbours_host(job, rank)
+            host = _neighbours_host(known, rank)
             where = f" (probably on the host of its neighbours {rank - 1} and {rank + 1})" if host else ""
             add(Suspect(rank, None, f"the job has {job.ranks_expected} ranks but rank {rank} wrote no line{where}",
                         "high" if per_rank else "medium", [], host=host,
@@ -124,10 +125,9 @@ def _reported_exits(job: JobModel) -> set[int]:
             if int_in(e.get("rank")) is not None and int_in(e.get("exitcode")) not in (None, 0)}
 
 
-def _neighbours_host(job: JobModel, rank: int) -> str | None:
+def _neighbours_host(known: dict[int, RankState], rank: int) -> str | None:
     """Ranks are placed in blocks per node: when both neighbours of a missing rank share a host, so
-    (almost certainly) does the missing rank."""
-    known = job.known_ranks()
+    (almost certainly) does the missing rank. ``known``: ``job.known_ranks()``."""
     lo, hi = known.get(rank - 1), known.get(rank + 1)
     if lo is not None and hi is not None and lo.host and lo.host == hi.host:
         return lo.host

@@ -7,8 +7,9 @@ dump's path:
 * ``fr_pg`` (line 0): one per process group of the dump: its config and status in *collective
   sequence* units, so it compares with the logs' watchdog ``SeqNum``/``last enqueued`` numbers.
 * ``fr_collective`` / ``fr_p2p`` (line = 1-based position of the entry in the dump): one per entry
-  kept (the newest ``MAX_ENTRIES_PER_PG`` of each process group; the ring buffer's older entries
-  rarely matter and 2000 x thousands of ranks would not fit in memory).
+  kept (the newest ``loader.MAX_ENTRIES_PER_PG`` of each process group, the only entries the loader
+  reads in full; the ring buffer's older entries rarely matter and 2000 x thousands of ranks would
+  not fit in memory).
 
 Field names follow the log kinds where the meaning is the same (``pg_id``, ``pg_guid``,
 ``pg_desc``, ``pg_rank``, ``seq``, ``op``, ``numel_in``, ``numel_out``, ``timeout_ms``, ``enqueued``,
@@ -22,7 +23,7 @@ from collections import defaultdict
 from typing import Any
 
 from ..events import MAX_TEXT, Event
-from .loader import Dump
+from .loader import MAX_ENTRIES_PER_PG, Dump
 
 #: Kinds this package emits, with their fields (the same shape as nccl_doctor.kinds.KINDS).
 KINDS: dict[str, str] = {
@@ -38,9 +39,6 @@ KINDS: dict[str, str] = {
     "fr_p2p": "the fields of fr_collective plus peer, direction; seq = p2p_seq_id, collective_seq = "
     "collective_seq_id: one point-to-point op (send/recv) of a dump",
 }
-
-#: Newest entries kept as events per (dump, process group).
-MAX_ENTRIES_PER_PG = 128
 
 #: profiling_name (after ``nccl:``/``gloo:``) -> the watchdog's OpType spelling.
 _OP_TYPE = {
@@ -137,10 +135,9 @@ def dump_events(d: Dump) -> list[Event]:
     """All events of one dump (see module docstring)."""
     out: list[Event] = []
     by_pg: dict[int | None, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
-    order = sorted(range(len(d.entries)), key=lambda i: (d.entries[i]["record_id"] is None,
-                                                        d.entries[i]["record_id"] or 0, i))
-    for i in order:
-        by_pg[d.entries[i]["pg_id"]].append((i, d.entries[i]))
+    order = sorted(d.entries, key=lambda e: (e["record_id"] is None, e["record_id"] or 0, e["pos"]))
+    for e in order:
+        by_pg[e["pg_id"]].append((e["pos"], e))
     for pid in d.pg_status:
         by_pg.setdefault(pid, [])
     backend = d.backend
@@ -161,12 +158,13 @@ def dump_events(d: Dump) -> list[Event]:
         cfg = config_by_name.get(guid or "") or (anon if anon is not None and len(by_pg) == 1 else None)
         if cfg is None and pid is not None and str(pid) in config_by_name and guid is None:
             cfg = config_by_name[str(pid)]
-        ranks = cfg.get("ranks") if cfg else None
+        ranks = cfg.get("ranks") if cfg else None  # None for groups too large to list
+        size = cfg.get("size") if cfg else None
         if cfg and desc is None:
             desc = cfg.get("desc")
-        if ranks and (pid == 0 or guid in ("0", "default_pg")):
-            world = max(world or 0, len(ranks))
-        pg_rank = ranks.index(d.rank) if ranks and d.rank in ranks else (d.rank if pid == 0 else None)
+        if size and (pid == 0 or guid in ("0", "default_pg")):
+            world = max(world or 0, size)
+        pg_rank = cfg.get("pg_rank") if cfg and cfg.get("pg_rank") is not None else (d.rank if pid == 0 else None)
         status = d.pg_status.get(pid, {}) if pid is not None else {}
         colls = [e for e in ents if not e["is_p2p"]]
         units = _units(colls, status) if colls else None
@@ -181,8 +179,9 @@ def dump_events(d: Dump) -> list[Event]:
                         if e["collective_seq_id"] == last_seq), None) if last_seq is not None else None
         common = {"pg_id": pid, "pg_guid": guid, "pg_desc": desc, "pg_rank": pg_rank}
         label = _pg_label(guid, desc, pid)
-        pg_fields = dict(common, ranks=ranks, size=len(ranks) if ranks else None, enqueued=enq, started=started,
-                         completed=comp, last_seq=last_seq, last_op=last_op, status_units=units, entries=len(ents),
+        pg_fields = dict(common, ranks=ranks, size=size or None, enqueued=enq, started=started,
+                         completed=comp, last_seq=last_seq, last_op=last_op, status_units=units,
+                         entries=d.pg_entries.get(pid, len(ents)),
                          status_raw=dict(status))
         txt = (f"rank {d.rank} {label}: last collective #{last_seq} {last_op}" if last_seq is not None
                else f"rank {d.rank} {label}: no collective recorded")
@@ -195,11 +194,11 @@ def dump_events(d: Dump) -> list[Event]:
         last_idx = keep[-1][0] if keep else None
         for idx, e in keep:
             entry_events.append(_entry_event(d, idx, e, common, label, backend, tracked, comp, idx == last_idx))
-    fields = {"version": d.version, "encoding": d.encoding, "backend": backend, "entries": len(d.entries),
+    fields = {"version": d.version, "encoding": d.encoding, "backend": backend, "entries": d.total_entries,
               "entries_kept": kept_total, "world_size": world, "pgs": len(pg_events),
               "comm_lib_version": d.comm_lib_version, "keys": list(d.keys), "notes": list(d.notes)}
     text = (f"flight-recorder dump of rank {d.rank}: version {d.version} ({d.encoding}"
-            f"{', ' + backend if backend else ''}), {len(d.entries)} entries, {len(pg_events)} process group"
+            f"{', ' + backend if backend else ''}), {d.total_entries} entries, {len(pg_events)} process group"
             f"{'s' if len(pg_events) != 1 else ''}" + (f", world {world}" if world else ""))
     out.append(Event(kind="fr_dump", file=d.path, line=0, rank=d.rank, fields=fields, text=text[:MAX_TEXT]))
     out.extend(pg_events)

@@ -201,7 +201,8 @@ def _single_node_log_folders(procs: list[Proc], world: int | None) -> None:
         if p.rank is not None or len(found) != 1 or world is None:
             continue
         attempt, local = next(iter(found))
-        if slots[attempt] == set(range(world)):
+        held = slots[attempt]  # sizes first: a claimed world of millions is not built as a set per process
+        if len(held) == world and held == set(range(world)):
             p.rank, p.rank_source = local, "log folder"
 
 

@@ -89,6 +89,10 @@ class RankState:
         return [e for e in self.events if e.kind in kinds]
 
 
+#: Absent ranks below which a claimed world is still taken as the job's (see JobModel.partial_logs).
+PARTIAL_MIN_MISSING = 64
+
+
 @dataclass(slots=True)
 class JobModel:
     ranks: list[RankState]
@@ -131,8 +135,31 @@ class JobModel:
                 out[r.rank] = r
         return out
 
-    def missing_ranks(self) -> list[int]:
+    def coverage(self) -> tuple[int, int] | None:
+        """(ranks of the claimed world that the logs show, the claimed world size); None when the
+        world size is unknown or no rank number is known. Linear in the ranks seen, whatever the claim."""
         if not self.ranks_expected:
+            return None
+        seen = {r.rank for r in self.ranks if r.rank is not None and 0 <= r.rank < self.ranks_expected}
+        if not seen and not any(r.rank is not None for r in self.ranks):
+            return None
+        return len(seen), self.ranks_expected
+
+    @property
+    def partial_logs(self) -> bool:
+        """The world size is a claim, not a list of culprits: when the logs show fewer than half of the
+        ranks it claims (and more than PARTIAL_MIN_MISSING are absent), the logs are partial — a
+        ``nranks 100000`` line beside 16 rank logs is not 99,984 missing ranks."""
+        cov = self.coverage()
+        if cov is None:
+            return False
+        seen, world = cov
+        return world - seen > max(seen, PARTIAL_MIN_MISSING)
+
+    def missing_ranks(self) -> list[int]:
+        """Ranks of the world without a line; empty when the logs are partial (``partial_logs``), so
+        the list is never longer than about the number of ranks seen."""
+        if not self.ranks_expected or self.partial_logs:
             return []
         seen = {r.rank for r in self.ranks if r.rank is not None}
         if not seen:

@@ -16,6 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from ..evidence.facts import fmt_ranks
 from .reach import main_pg, reach_label, stage_label
 from .safe import plain
 
@@ -52,7 +53,7 @@ def last_line(d: dict[str, Any]) -> str:
     if rank is not None:
         who = f"rank {rank}"
     elif last.get("ranks"):
-        who = f"ranks {', '.join(map(str, last['ranks']))}"
+        who = f"ranks {fmt_ranks(last['ranks'])}"  # ranges with a count, never thousands of numbers
     else:
         who = "a process" if host else "a process (rank and host not in the logs)"
     who += f" ({host})" if host and (rank is not None or last.get("ranks")) else (f" on {host}" if host else "")

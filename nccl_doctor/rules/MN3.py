@@ -104,6 +104,9 @@ def _not_reporting(job: JobModel, pg: str, pt: facts.PgTimeouts) -> str:
     if pg != "default" or not job.ranks_expected:
         size = "its membership" if pg != "default" else "the world size"
         return f"{size} is not in the logs, so ranks that did not report cannot be named"
+    if job.partial_logs:
+        seen, world = job.coverage() or (0, job.ranks_expected)
+        return f"the logs cover {seen:,} of {world:,} ranks, so ranks that did not report cannot be named"
     reported = set(pt.ranks)
     silent = [r for r in range(job.ranks_expected) if r not in reported]
     if not silent:

@@ -28,7 +28,8 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
     chosen = facts.strongest(confirmed)
     summary = facts.suspects_summary(chosen, "is missing or went silent" if len(chosen) == 1
                                      else "are missing or went silent")
-    weaker = [s for s in suspects if s not in chosen and s.rank is not None]
+    picked = {id(s) for s in chosen}  # by identity, in a set: a list made this quadratic
+    weaker = [s for s in suspects if id(s) not in picked and s.rank is not None]
     if weaker:
         summary += f"; weaker hints also point at ranks {fmt_ranks(s.rank for s in weaker)}"
     evidence = [e for s in chosen for e in s.events][:8]
