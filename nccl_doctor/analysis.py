@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 import sys
@@ -147,7 +148,9 @@ def _flight_recorder(files: list[InputFile]) -> tuple[list[Event], list[InputFil
 
 
 def analyze_scans(scans: list[FileScan], skipped: list[Skipped], *, select=None, ignore=None,
-                  min_severity: Severity | str = Severity.INFO, extra_events: list[Event] | None = None) -> Report:
+                  min_severity: Severity | str = Severity.INFO, extra_events: list[Event] | None = None,
+                  live: Any = None) -> Report:
+    """``live``: the live progress model and the time now (``evidence.stall.Live``), from ``watch``."""
     from . import rules
     from .headline import headline
     from .verdict import decide
@@ -170,6 +173,7 @@ def analyze_scans(scans: list[FileScan], skipped: list[Skipped], *, select=None,
     nothing = None if events else nothing_recognised(read, skipped)
     fix_years(events)
     job = build_job(events, read)
+    job.live = live
     assign_statuses(job)  # derived evidence: who failed, lagged, went silent or only waited
     findings, notes = rules.run(job, select=select, ignore=ignore, min_severity=min_severity)
     verdict, last = decide(job, findings)
@@ -202,6 +206,23 @@ def nothing_recognised(read: list[FileScan], skipped: list[Skipped]) -> str:
     if cut:
         what += f"; {cut[0].path} was cut short ({cut[0].reason.removeprefix('partly read: ')})"
     return f"nothing to analyse: {what}"
+
+
+def refresh_live(report: Report, live: Any, *, select=None, ignore=None,
+                 min_severity: Severity | str = Severity.INFO) -> Report:
+    """The report with its live findings (stall, straggler) judged again at ``live.now``: time
+    passed, no line arrived, so nothing else can have changed."""
+    from . import rules
+    from .verdict import decide
+
+    job = report.job
+    job.live = live
+    fresh, notes = rules.run(job, select=select, ignore=ignore, min_severity=min_severity, live_only=True)
+    live_ids = {r.id for r in rules.registry if r.live}
+    findings = rules.sort_findings([f for f in report.findings if f.rule not in live_ids] + fresh)
+    verdict, last = decide(job, findings)
+    notes = list(dict.fromkeys(report.notes + notes))
+    return dataclasses.replace(report, findings=findings, verdict=verdict, last_rank_to_report=last, notes=notes)
 
 
 def _stderr_progress() -> Progress | None:

@@ -1,13 +1,16 @@
 """``nccl-doctor watch PATH...``: follow growing logs and report each new or changed finding once.
 
-Files under the paths are re-discovered at every poll, so files created later are followed too. A
+Files under the paths are re-discovered whenever a folder under them changes, so files created later
+are followed too (a poll of a quiet job costs a ``stat`` per file and per folder, no walk). A
 file whose inode changes (rotation by rename) or that shrinks or is rewritten (truncation,
 ``copytruncate``) is read again from its start; a file that disappears is dropped. So the findings
 always describe what is under the paths now, exactly as ``nccl-doctor analyze`` would.
 
 Each finding becomes one JSON line on stdout, or one POST to ``--webhook URL`` whose JSON body has
 a ``text`` field (what Slack, Mattermost, Rocket.Chat and most chat bots display) next to the
-finding itself. Deliveries run in a background thread with retries and exponential back-off; reading
+finding itself; ``status`` is ``new``, ``changed``, or ``resolved`` once a reported finding is gone
+(a stall whose job resumed: an alert bot closes its incident). Lines are timed as they arrive, so
+that a job that stops making progress is reported long before its collective timeout fires (ST1). Deliveries run in a background thread with retries and exponential back-off; reading
 never waits for the network. Standard library only.
 """
 
@@ -25,7 +28,8 @@ import urllib.request
 from typing import IO, Any
 
 from . import __version__
-from .discover import InputFile, discover
+from .discover import InputFile, Rediscovery
+from .evidence.progress import STALL_AFTER
 from .incremental import Analyzer, Update
 
 READ_BLOCK = 1 << 20
@@ -54,8 +58,9 @@ class _Follower:
         self.stamp: tuple | None = None  # (dev, inode, size, mtime) at the last read
         self.compressed = False
 
-    def poll(self, analyzer: Analyzer) -> bool:
-        """Feed new bytes to the analyzer; True when anything changed."""
+    def poll(self, analyzer: Analyzer, backlog: bool = False) -> bool:
+        """Feed new bytes to the analyzer; True when anything changed. ``backlog``: the bytes were
+        there before watching started (the progress model learns no interval from them)."""
         try:
             st = os.stat(self.real)
         except OSError:
@@ -77,11 +82,11 @@ class _Follower:
                 if self.compressed:
                     return self._read_compressed(analyzer)
                 fp.seek(self.offset)
-                return self._read_plain(fp, analyzer) or restart
+                return self._read_plain(fp, analyzer, backlog) or restart
         except OSError:
             return False
 
-    def _read_plain(self, fp: IO[bytes], analyzer: Analyzer) -> bool:
+    def _read_plain(self, fp: IO[bytes], analyzer: Analyzer, backlog: bool) -> bool:
         got = False
         while True:
             data = fp.read(READ_BLOCK)
@@ -90,7 +95,7 @@ class _Follower:
             if len(self.sig) < SIGNATURE:
                 self.sig += data[: SIGNATURE - len(self.sig)]
             self.offset += len(data)
-            analyzer.feed_bytes(self.path, data)
+            analyzer.feed_bytes(self.path, data, backlog=backlog)
             got = True
 
     def _read_compressed(self, analyzer: Analyzer) -> bool:
@@ -100,7 +105,7 @@ class _Follower:
         try:
             with open_binary(self.real) as fp:
                 for chunk in iter_chunks(fp):
-                    analyzer.feed_bytes(self.path, chunk)
+                    analyzer.feed_bytes(self.path, chunk, backlog=True)  # read whole: no arrival times
         except (OSError, ReadIssue):
             pass  # what was readable was fed; the next change of the file reads it again
         return True
@@ -142,6 +147,8 @@ class Watcher:
         self.stdin: _StdinReader | None = None
         self._dump_key: tuple | None = None
         self._dumps: tuple[list, set[str], list] = ([], set(), [])
+        self._polls = 0
+        self._discover = Rediscovery(self.paths)
 
     @property
     def finished(self) -> bool:
@@ -150,7 +157,7 @@ class Watcher:
             and not self.followers and self.paths == ["-"]
 
     def poll(self) -> bool:
-        files, skipped = discover(self.paths)
+        files, skipped = self._discover()
         changed = False
         if any(f.real == "-" for f in files):
             if self.stdin is None:
@@ -160,11 +167,13 @@ class Watcher:
         files = [f for f in files if f.real != "-"]
         events, dumps, dump_skipped = self._flight_recorder(files)
         logs = [f for f in files if f.path not in dumps]
+        backlog = self._polls == 0  # what the files held when watching started
+        self._polls += 1
         for f in logs:
             follower = self.followers.get(f.path)
             if follower is None:
                 follower = self.followers[f.path] = _Follower(f)
-            changed |= follower.poll(self.analyzer)
+            changed |= follower.poll(self.analyzer, backlog)
         for path in set(self.followers) - {f.path for f in logs}:
             del self.followers[path]
             self.analyzer.forget(path)
@@ -184,14 +193,26 @@ class Watcher:
         return self._dumps
 
     def _dump_sizes(self, files: list[InputFile]) -> tuple[int, ...]:
-        return tuple(f.size for f in files if f.path in self._dumps[1])
+        """Sizes of the dumps, now (discovery may be cached: a dump rewritten in place changes its size)."""
+        sizes = []
+        for f in files:
+            if f.path in self._dumps[1]:
+                try:
+                    sizes.append(os.stat(f.real).st_size)
+                except OSError:
+                    sizes.append(-1)
+        return tuple(sizes)
 
 
 # ---- what is sent --------------------------------------------------------------------------------
 
 def alert_text(update: Update) -> str:
-    """A short chat message: severity, rule and title, who, the first evidence line and the fix."""
+    """A short chat message: severity, rule and title, who, the first evidence line and the fix
+    (for a resolved finding: why, and what it was)."""
     f = update.finding
+    if update.status == "resolved":
+        return "\n".join([f"nccl-doctor: RESOLVED {f.rule} {f.title}", update.note or "no longer found",
+                          f"was: {f.summary}"])
     lines = [f"nccl-doctor: {f.severity.value.upper()} {f.rule} {f.title} ({update.status})", f.summary]
     who = []
     if f.ranks:
@@ -213,6 +234,7 @@ def alert_payload(update: Update, verdict: dict[str, Any] | None = None) -> dict
     return {
         "text": alert_text(update),
         "status": update.status,
+        **({"note": update.note} if update.note else {}),
         "finding": update.finding.to_dict(),
         "verdict": verdict,
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -320,19 +342,21 @@ def _seconds(value: str | None) -> float | None:
 
 def run_watch(paths: list[str], *, webhook: str | None = None, interval: float = 1.0, once: bool = False,
               settle: float | None = None, select=None, ignore=None, min_severity: str = "info",
-              out: IO[str] | None = None) -> int:
+              out: IO[str] | None = None, stall_after: float = STALL_AFTER) -> int:
     """Follow ``paths`` until interrupted (SIGINT/SIGTERM: exit 0), or until stdin ends when only
     ``-`` is watched. ``once``: read what is there, report every finding, exit like ``analyze``
     (0, 1 with findings at warning or above, 2 with nothing to analyse).
 
     ``settle`` (default ``max(1, 3 * interval)`` seconds): a finding is reported once it has stayed
-    the same that long, so that a cascade of timeouts over many ranks gives one alert.
+    the same that long, so that a cascade of timeouts over many ranks gives one alert; a reported
+    finding that stayed gone that long is sent again as ``"resolved"``. ``stall_after``: the floor of
+    the stall threshold (ST1), seconds without progress.
     """
     if interval <= 0:
         raise ValueError("--interval must be a positive number of seconds")
     out = out or sys.stdout
     analyzer = Analyzer(select=select, ignore=ignore, min_severity=min_severity,
-                        settle=max(1.0, 3 * interval) if settle is None else settle)
+                        settle=max(1.0, 3 * interval) if settle is None else settle, stall_after=stall_after)
     watcher = Watcher(paths, analyzer)
     sender = WebhookSender(webhook) if webhook else None
 

@@ -34,6 +34,8 @@ class Rule:
     references: tuple[str, ...]
     needs: tuple[str, ...]
     check: Callable[[JobModel], list[Finding]]
+    #: Judged on arrival times (``watch``): re-run as time passes, silent in a batch analysis.
+    live: bool = False
 
     def doc(self) -> str:
         path = HERE / "docs" / f"{self.id}.md"
@@ -125,4 +127,4 @@ def make_rule(rule_id: str) -> Rule:
     return Rule(id=rule_id, name=meta["name"], title=meta["title"], severity=Severity.parse(meta["severity"]),
                 status=meta.get("status", "stable"), remedy=meta.get("remedy", "").strip(),
                 references=tuple(meta.get("references", ())), needs=tuple(meta.get("needs", ())),
-                check=module.check)
+                check=module.check, live=bool(meta.get("live", False)))
