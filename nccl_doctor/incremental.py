@@ -366,13 +366,14 @@ class Analyzer:
         return out
 
     def _why_resolved(self, f: Finding) -> str:
+        """The rule's own word on why it went away (a live rule: progress resumed), else a generic one."""
         from .rules import registry
 
-        resumed = self.progress.resumed
-        if f.rule in registry and registry.get(f.rule).live and resumed is not None:
-            gap, mark = resumed
-            return (f"progress resumed after {gap:.0f} s without progress: {mark.file}:{mark.line} "
-                    f"{mark.text[:200]}")
+        rule = registry.get(f.rule) if f.rule in registry else None
+        if rule is not None and rule.resolved is not None and self._report is not None:
+            why = rule.resolved(self._report.job, f)
+            if why:
+                return why
         return "no longer found in the logs as they are now"
 
     def new_findings(self, *, final: bool = False) -> list[Finding]:

@@ -58,9 +58,11 @@ class _Follower:
         self.stamp: tuple | None = None  # (dev, inode, size, mtime) at the last read
         self.compressed = False
 
-    def poll(self, analyzer: Analyzer, backlog: bool = False) -> bool:
-        """Feed new bytes to the analyzer; True when anything changed. ``backlog``: the bytes were
-        there before watching started (the progress model learns no interval from them)."""
+    def poll(self, analyzer: Analyzer, seen_until: float | None = None) -> bool:
+        """Feed new bytes to the analyzer; True when anything changed. ``seen_until``: the wall time
+        of the previous poll (of the start, at the first): a file read from its start that was last
+        written before then (there when watching started, or renamed into the paths by a rotation)
+        is backlog, with no arrival times to learn from."""
         try:
             st = os.stat(self.real)
         except OSError:
@@ -77,6 +79,7 @@ class _Follower:
                 if restart:  # rotated, truncated or rewritten: what it gave before is void
                     analyzer.forget(self.path)
                     self.reset()
+                backlog = self.offset == 0 and seen_until is not None and st.st_mtime <= seen_until
                 self.ident, self.stamp = stamp[:2], stamp
                 self.compressed = head.startswith(_COMPRESSED)
                 if self.compressed:
@@ -147,7 +150,7 @@ class Watcher:
         self.stdin: _StdinReader | None = None
         self._dump_key: tuple | None = None
         self._dumps: tuple[list, set[str], list] = ([], set(), [])
-        self._polls = 0
+        self._seen_until: float | None = None  # wall time of the previous poll
         self._discover = Rediscovery(self.paths)
 
     @property
@@ -167,13 +170,13 @@ class Watcher:
         files = [f for f in files if f.real != "-"]
         events, dumps, dump_skipped = self._flight_recorder(files)
         logs = [f for f in files if f.path not in dumps]
-        backlog = self._polls == 0  # what the files held when watching started
-        self._polls += 1
+        now = time.time()
+        seen_until, self._seen_until = self._seen_until or now, now
         for f in logs:
             follower = self.followers.get(f.path)
             if follower is None:
                 follower = self.followers[f.path] = _Follower(f)
-            changed |= follower.poll(self.analyzer, backlog)
+            changed |= follower.poll(self.analyzer, seen_until)
         for path in set(self.followers) - {f.path for f in logs}:
             del self.followers[path]
             self.analyzer.forget(path)

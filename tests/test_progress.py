@@ -6,6 +6,7 @@ Every clock here is injected: lines arrive at the times the test gives.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -81,6 +82,14 @@ def test_watcher_reads_what_files_held_at_start_as_backlog(tmp_path):
         fh.write("step 30/100 | loss 0.5\n")
     watcher.poll()
     assert analyzer._sources[str(log)].marks[-1][2] is False  # a line seen arriving
+    new = tmp_path / "rank-1.log"  # a file the job creates later: live
+    new.write_text("step 1/100 | loss 0.5\n")
+    rotated = tmp_path / "rank-0.log.1"  # a file renamed into the folder, last written long ago: backlog
+    rotated.write_text("step 1/100 | loss 0.5\n")
+    os.utime(rotated, (1_000_000_000, 1_000_000_000))
+    watcher.poll()
+    assert analyzer._sources[str(new)].marks[-1][2] is False
+    assert analyzer._sources[str(rotated)].marks[-1][2] is True
 
 
 def test_arrival_marks_stay_bounded_when_nobody_asks():
@@ -190,3 +199,13 @@ def test_watch_rejects_a_non_positive_stall_floor(tmp_path):
     out = subprocess.run([sys.executable, "-m", "nccl_doctor", "watch", str(tmp_path), "--once", "--stall-after", "0"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "--stall-after" in out.stderr
+
+
+def test_megatron_validation_loss_ends_an_evaluation_and_is_not_a_step():
+    from nccl_doctor.evidence.progress import phase_of, position_of
+    from nccl_doctor.incremental import parse_lines
+
+    (valid,) = parse_lines(["valid loss at iteration 45000 | lm loss value: 2.327091E+00 |"])
+    (step,) = parse_lines([" iteration    45000/  115311 | consumed samples:     76002224 |"])
+    assert position_of(valid) is None and phase_of(valid) == ("eval", False)
+    assert position_of(step) == (("step",), 45000) and phase_of(step) is None

@@ -40,6 +40,9 @@ PAUSE_FACTOR = 5.0
 PAUSE_FLOOR = 3.0
 #: First arrival of each recent position per signal, for lags (bounded).
 REACH_MEMORY = 512
+#: Signals followed at most (one per communicator size and per process group: a file that claims
+#: more is not allowed to grow the model without bound; further ones are ignored).
+MAX_SIGNALS = 1024
 
 #: Writer keys that name one process (the scanner's last-line keys).
 WRITER_KINDS = ("rank", "local_rank", "proc", "lpid")
@@ -105,7 +108,7 @@ def phase_of(ev: Event) -> tuple[str, bool] | None:
 def position_of(ev: Event) -> tuple[tuple, int | None] | None:
     """(signal, position) of a progress line, position None for a step line without a number."""
     k = ev.kind
-    if k == "train_step":
+    if k == "train_step" and ev.get("phase") != "valid":
         step = ev.get("step")
         return ("step",), step if isinstance(step, int) else None
     if k == "nccl_coll":
@@ -195,7 +198,7 @@ class ProgressTracker:
     def _event(self, path: str, ev: Event, t: float, backlog: bool) -> None:
         w = self._writer(path, writer_key(ev))
         pos = position_of(ev)
-        if pos is not None:
+        if pos is not None and (pos[0] in self.reach or len(self.reach) < MAX_SIGNALS):
             signal, value = pos
             old = w.positions.get(signal)
             if value is None or old is None or old[0] != value:

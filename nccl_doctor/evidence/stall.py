@@ -57,7 +57,7 @@ class Live:
         return time.strftime("%H:%M:%S UTC", time.gmtime(t + self.wall_offset))
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)  # compared by identity: one object per process
 class Process:
     """One process's progress, merged from its writers."""
 
@@ -257,13 +257,13 @@ def stall(job: JobModel) -> Stall | None:
     if procs and all(p.done for p in procs):
         return None  # the job finished: quiet is what it should be
     if j.single is None:
-        j.single = _single_out(procs, tr, usual)
+        j.single = _single_out(procs, usual)
     why, suspects, reason, evidence = j.single
     others = [p for p in procs if p not in suspects]
     return Stall(tr.last_progress, quiet, threshold, usual, why, reason, suspects, others, evidence)
 
 
-def _single_out(procs: list[Process], tr: ProgressTracker, usual: float) -> tuple:
+def _single_out(procs: list[Process], usual: float) -> tuple:
     failed = [p for p in procs if p.error is not None]
     if failed:
         return ("error", failed, f"{names(failed)} reported an error after {_its(failed)} last progress",
@@ -276,7 +276,7 @@ def _single_out(procs: list[Process], tr: ProgressTracker, usual: float) -> tupl
         left = [p for p in others if any(n in w.left for w in p.writers for n in phases)]
         verb = "already left" if len(left) == len(others) else "did not enter"
         return ("phase", in_phase,
-                f"{_is(in_phase)} in {what} that {names(others)} {verb} ({_its(in_phase)} last line)",
+                f"{_is(in_phase)} in {what} that {names(others)} {verb}",
                 [(p.phase[1], p.rank) for p in in_phase] + _progress_marks(in_phase) + _progress_marks(others[:1]))
     for signal in _signals(procs):
         vals = {id(p): p.positions[signal][0] for p in procs if signal in p.positions}

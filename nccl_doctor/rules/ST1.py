@@ -26,7 +26,8 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
     if st.suspects:
         summary = f"{head}: last to report: {st.reason}"
         if st.why in ("phase", "error"):
-            summary += f": {st.evidence[0][0].text[:160]!r}"
+            its = "its" if len(st.suspects) == 1 else "the first one's"
+            summary += f"; {its} {'last line' if st.why == 'phase' else 'error'}: {st.evidence[0][0].text[:160]!r}"
     else:
         summary = f"{head}: {st.reason}"
     confidence = CONFIDENCE[st.why] if len(st.suspects) <= 1 else "medium"
@@ -49,3 +50,14 @@ def _capture(st: live_stall.Stall) -> str:
     others = live_stall.names(st.others) if st.others else ""
     then = f"; then {others}, to compare" if others else ""
     return f"First {', '.join(first)}{then}."
+
+
+def resolved(job: JobModel, finding: Finding) -> str:
+    """Why the stall went away: the pause that just ended, when it was as long as a stall."""
+    tr = job.live.tracker if job.live is not None else None
+    if tr is None or tr.resumed is None:
+        return ""
+    gap, mark = tr.resumed
+    if gap < tr.stall_after or mark.t < job.live.now - 2 * tr.stall_after:
+        return ""  # gone for another reason (the job finished, a file was rotated away)
+    return f"progress resumed after {gap:.0f} s without progress: {mark.file}:{mark.line} {mark.text[:200]}"

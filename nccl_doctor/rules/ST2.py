@@ -34,3 +34,14 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
         out.append(rule.finding(summary, confidence="high" if s.proc.rank is not None else "medium",
                                 ranks=[s.proc.rank], hosts=[s.proc.host], evidence=evidence))
     return out
+
+
+def resolved(job: JobModel, finding: Finding) -> str:
+    """Why the straggler alert went away: where that rank is now."""
+    if job.live is None:
+        return ""
+    for p in live_stall.processes(job):
+        if (finding.ranks and p.rank in finding.ranks) or (not finding.ranks and finding.summary.startswith(p.label)):
+            if p.progress is not None:
+                return f"{p.label} keeps up again: {p.progress.file}:{p.progress.line} {p.progress.text[:200]}"
+    return ""
