@@ -106,8 +106,8 @@ def test_one_slow_rank_is_a_straggler_until_it_keeps_up_again():
     assert not _updates(polls, "ST1")
     (t_new, new), = _updates(polls, "ST2", "new")
     (t_done, done), = _updates(polls, "ST2", "resolved")
-    assert done.note.startswith("local rank 1 of slow_recovers/console.log keeps up again: ")
-    assert "local rank 1 of slow_recovers/console.log is at step 59" in new.finding.summary
+    assert done.note.startswith("rank 1 keeps up again: slow_recovers/console.log:")
+    assert new.finding.ranks == [1] and "rank 1 is at step 59: ranks 0, 2-3 went past it" in new.finding.summary
     slow = [(t, s) for t, s in _step_arrivals(rec) if 60 <= s <= 67]
     assert slow[0][0] < t_new < slow[-1][0]  # while it lagged (steps 60-67 took 12 s more on it)
     back = min(t for t, s in _step_arrivals(rec) if s == 68)
