@@ -27,11 +27,6 @@ class Update:
         return out
 
 
-def _material(f: Finding) -> tuple:
-    """What makes a finding worth reporting again: who (rule, ranks, hosts) and how bad."""
-    return f.key + (f.severity.value, f.confidence)
-
-
 def overlaps(a: tuple, b: tuple) -> bool:
     """Two finding keys (rule, ranks, hosts) of one rule that are about the same thing: they share a
     rank or a host, or one of them names nobody (a job-level finding, refined or generalised)."""
@@ -59,7 +54,7 @@ class Alerts:
     def step(self, current: list[Finding], now: float, *, final: bool = False,
              why_resolved: Callable[[Finding], str] | None = None) -> list[Update]:
         """The updates due at ``now`` for the findings ``current`` (``final``: ignore ``settle``)."""
-        marks = {_material(f): f for f in current}
+        marks = {f.material: f for f in current}
         self._since = {m: self._since.get(m, now) for m in marks}
         out: list[Update] = []
         for mark, f in marks.items():

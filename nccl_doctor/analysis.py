@@ -152,8 +152,6 @@ def analyze_scans(scans: list[FileScan], skipped: list[Skipped], *, select=None,
                   live: Any = None) -> Report:
     """``live``: the live progress model and the time now (``evidence.stall.Live``), from ``watch``."""
     from . import rules
-    from .headline import headline
-    from .verdict import decide
 
     skipped = list(skipped)
     read = []
@@ -176,9 +174,7 @@ def analyze_scans(scans: list[FileScan], skipped: list[Skipped], *, select=None,
     job.live = live
     assign_statuses(job)  # derived evidence: who failed, lagged, went silent or only waited
     findings, notes = rules.run(job, select=select, ignore=ignore, min_severity=min_severity)
-    verdict, last = decide(job, findings)
-    if verdict:
-        verdict["headline"], verdict["rules"] = headline(job, findings, verdict)
+    verdict, last = _verdict(job, findings)
     inputs = {
         "files": len(read),
         "lines": sum(s.lines for s in read),
@@ -213,16 +209,34 @@ def refresh_live(report: Report, live: Any, *, select=None, ignore=None,
     """The report with its live findings (stall, straggler) judged again at ``live.now``: time
     passed, no line arrived, so nothing else can have changed."""
     from . import rules
-    from .verdict import decide
 
     job = report.job
     job.live = live
     fresh, notes = rules.run(job, select=select, ignore=ignore, min_severity=min_severity, live_only=True)
     live_ids = {r.id for r in rules.registry if r.live}
+    before = [f for f in report.findings if f.rule in live_ids]
     findings = rules.sort_findings([f for f in report.findings if f.rule not in live_ids] + fresh)
-    verdict, last = decide(job, findings)
+    if _shapes(before) == _shapes(fresh):  # only wording moved ("no progress for 64 s"): same verdict
+        verdict, last = report.verdict, report.last_rank_to_report
+    else:
+        verdict, last = _verdict(job, findings)
     notes = list(dict.fromkeys(report.notes + notes))
     return dataclasses.replace(report, findings=findings, verdict=verdict, last_rank_to_report=last, notes=notes)
+
+
+def _shapes(findings: list[Finding]) -> list[tuple]:
+    return sorted(f.material for f in findings)
+
+
+def _verdict(job: JobModel, findings: list[Finding]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The verdict (with its one-line headline) and the last rank to report."""
+    from .headline import headline
+    from .verdict import decide
+
+    verdict, last = decide(job, findings)
+    if verdict:
+        verdict["headline"], verdict["rules"] = headline(job, findings, verdict)
+    return verdict, last
 
 
 def _stderr_progress() -> Progress | None:
