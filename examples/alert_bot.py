@@ -6,7 +6,8 @@
     python examples/alert_bot.py logs/             # no webhook: print the messages
 
 Live, it follows the job's logs (new files, rotation and truncation included) and posts one message
-per new or changed finding at warning or above, with the current verdict. ``--once`` posts the
+per new or changed finding at warning or above, with the current verdict, and one when a finding
+goes away (a stalled job that resumed). ``--once`` posts the
 verdict of a finished job. Messages are ``{"text": ...}``, which Slack, Mattermost and Rocket.Chat
 incoming webhooks accept; delivery retries with back-off in a background thread.
 """
@@ -58,7 +59,11 @@ def main() -> int:
         while True:
             watcher.poll()
             for update in analyzer.updates():
-                post(message(update.finding, analyzer.report().verdict, job))
+                if update.status == "resolved":  # e.g. a stall (ST1) whose job made progress again
+                    post(f":white_check_mark: *{job}*: resolved {update.finding.rule} {update.finding.title}: "
+                         f"{update.note}")
+                else:
+                    post(message(update.finding, analyzer.report().verdict, job))
             time.sleep(2.0)
     except KeyboardInterrupt:
         return 0

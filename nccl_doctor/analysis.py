@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 import sys
@@ -147,10 +148,10 @@ def _flight_recorder(files: list[InputFile]) -> tuple[list[Event], list[InputFil
 
 
 def analyze_scans(scans: list[FileScan], skipped: list[Skipped], *, select=None, ignore=None,
-                  min_severity: Severity | str = Severity.INFO, extra_events: list[Event] | None = None) -> Report:
+                  min_severity: Severity | str = Severity.INFO, extra_events: list[Event] | None = None,
+                  live: Any = None) -> Report:
+    """``live``: the live progress model and the time now (``evidence.stall.Live``), from ``watch``."""
     from . import rules
-    from .headline import headline
-    from .verdict import decide
 
     skipped = list(skipped)
     read = []
@@ -170,15 +171,14 @@ def analyze_scans(scans: list[FileScan], skipped: list[Skipped], *, select=None,
     nothing = None if events else nothing_recognised(read, skipped)
     fix_years(events)
     job = build_job(events, read)
+    job.live = live
     assign_statuses(job)  # derived evidence: who failed, lagged, went silent or only waited
     findings, notes = rules.run(job, select=select, ignore=ignore, min_severity=min_severity)
     if job.partial_logs:
         seen, world = job.coverage() or (0, 0)
         notes.insert(0, f"the logs cover {seen:,} of {world:,} ranks: they are partial, so the {world - seen:,} "
                         "ranks without a line are not named as missing")
-    verdict, last = decide(job, findings)
-    if verdict:
-        verdict["headline"], verdict["rules"] = headline(job, findings, verdict)
+    verdict, last = _verdict(job, findings)
     inputs = {
         "files": len(read),
         "lines": sum(s.lines for s in read),
@@ -206,6 +206,41 @@ def nothing_recognised(read: list[FileScan], skipped: list[Skipped]) -> str:
     if cut:
         what += f"; {cut[0].path} was cut short ({cut[0].reason.removeprefix('partly read: ')})"
     return f"nothing to analyse: {what}"
+
+
+def refresh_live(report: Report, live: Any, *, select=None, ignore=None,
+                 min_severity: Severity | str = Severity.INFO) -> Report:
+    """The report with its live findings (stall, straggler) judged again at ``live.now``: time
+    passed, no line arrived, so nothing else can have changed."""
+    from . import rules
+
+    job = report.job
+    job.live = live
+    fresh, notes = rules.run(job, select=select, ignore=ignore, min_severity=min_severity, live_only=True)
+    live_ids = {r.id for r in rules.registry if r.live}
+    before = [f for f in report.findings if f.rule in live_ids]
+    findings = rules.sort_findings([f for f in report.findings if f.rule not in live_ids] + fresh)
+    if _shapes(before) == _shapes(fresh):  # only wording moved ("no progress for 64 s"): same verdict
+        verdict, last = report.verdict, report.last_rank_to_report
+    else:
+        verdict, last = _verdict(job, findings)
+    notes = list(dict.fromkeys(report.notes + notes))
+    return dataclasses.replace(report, findings=findings, verdict=verdict, last_rank_to_report=last, notes=notes)
+
+
+def _shapes(findings: list[Finding]) -> list[tuple]:
+    return sorted(f.material for f in findings)
+
+
+def _verdict(job: JobModel, findings: list[Finding]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The verdict (with its one-line headline) and the last rank to report."""
+    from .headline import headline
+    from .verdict import decide
+
+    verdict, last = decide(job, findings)
+    if verdict:
+        verdict["headline"], verdict["rules"] = headline(job, findings, verdict)
+    return verdict, last
 
 
 def _stderr_progress() -> Progress | None:

@@ -139,6 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--settle", type=_positive, default=None, metavar="SECONDS",
                    help="how long a finding must stay unchanged before it is reported (default: 3 intervals, "
                         "at least 1 s)")
+    w.add_argument("--stall-after", type=_positive, default=60.0, metavar="SECONDS",
+                   help="report a stall (ST1) after this long without progress at least (longer when the job's "
+                        "usual interval, or a pause it recovered from, says so)")
     _rule_options(w)
 
     r = command("rules", "list the rules: id, severity, name, title")
@@ -270,7 +273,7 @@ def _dispatch(args) -> int:
 
         return run_watch(args.paths, webhook=args.webhook, interval=args.interval, once=args.once,
                          settle=args.settle, select=args.select, ignore=args.ignore,
-                         min_severity=args.min_severity)
+                         min_severity=args.min_severity, stall_after=args.stall_after)
     if cmd == "completion":
         return _completion(args.shell)
     return 2

@@ -9,6 +9,7 @@ from __future__ import annotations
 import glob
 import os
 import stat
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -35,7 +36,9 @@ class InputError(Exception):
     """Nothing analysable was given (exit status 2, one-line message)."""
 
 
-def discover(paths: list[str]) -> tuple[list[InputFile], list[Skipped]]:
+def discover(paths: list[str], folders: dict[str, int] | None = None) -> tuple[list[InputFile], list[Skipped]]:
+    """The inputs under ``paths`` and what is skipped. ``folders``: filled with each folder walked
+    (and the folder of each file given), with its mtime before it was listed."""
     files: list[InputFile] = []
     skipped: list[Skipped] = []
     seen: set[tuple[int, int]] = set()
@@ -73,6 +76,8 @@ def discover(paths: list[str]) -> tuple[list[InputFile], list[Skipped]]:
             if key in walked:
                 return None
             walked.add(key)
+            if folders is not None:
+                folders[folder] = st.st_mtime_ns
             return iter(sorted(os.scandir(folder), key=lambda e: e.name))
         except OSError as exc:
             skipped.append(Skipped(folder, f"cannot list folder: {exc.strerror or exc}"))
@@ -105,6 +110,12 @@ def discover(paths: list[str]) -> tuple[list[InputFile], list[Skipped]]:
         elif os.path.isdir(p):
             walk(p)
         elif os.path.lexists(p):
+            if folders is not None:
+                parent = os.path.dirname(p) or "."
+                try:
+                    folders[parent] = os.stat(parent).st_mtime_ns
+                except OSError:
+                    pass
             add_file(p)
         elif _GLOB_CHARS & set(p):
             matches = sorted(glob.glob(p, recursive=True))
@@ -115,3 +126,41 @@ def discover(paths: list[str]) -> tuple[list[InputFile], list[Skipped]]:
         else:
             skipped.append(Skipped(p, "no such file or folder"))
     return files, skipped
+
+
+class Rediscovery:
+    """``discover(paths)`` for a caller that asks again and again (``watch`` polls every second):
+    walked again only when a folder under the paths changed (a file created, removed or renamed
+    changes its folder's mtime), so that following a thousand files costs a few folder ``stat``s
+    per poll, not a walk. Globs and ``-`` are resolved at every call; so is everything when a
+    folder changed less than ``FRESH`` seconds ago (mtime granularity), or cannot be read.
+    """
+
+    FRESH = 2.0
+
+    def __init__(self, paths: list[str]):
+        self.paths = list(paths)
+        self._folders: dict[str, int] = {}  # folder -> mtime_ns at the last walk
+        self._found: tuple[list[InputFile], list[Skipped]] | None = None
+        self.cacheable = all(p != "-" and not (_GLOB_CHARS & set(p)) for p in self.paths)
+
+    def __call__(self) -> tuple[list[InputFile], list[Skipped]]:
+        if self._found is not None and self._unchanged():
+            return self._found
+        folders: dict[str, int] = {}
+        self._found = discover(self.paths, folders)
+        self._folders = folders
+        return self._found
+
+    def _unchanged(self) -> bool:
+        if not self.cacheable or not self._folders:
+            return False
+        now = time.time_ns()
+        for folder, mtime in self._folders.items():
+            try:
+                current = os.stat(folder).st_mtime_ns
+            except OSError:
+                return False
+            if current != mtime or now - current < self.FRESH * 1e9:
+                return False
+        return True

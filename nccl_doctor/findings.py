@@ -81,6 +81,11 @@ class Finding:
         }
 
     @property
+    def material(self) -> tuple:
+        """What makes a finding worth reporting again: who (the key) and how bad."""
+        return self.key + (self.severity.value, self.confidence)
+
+    @property
     def key(self) -> tuple:
         """Identity for de-duplication and for 'new or changed' in incremental mode."""
         return (self.rule, tuple(sorted(set(self.ranks))), tuple(sorted(set(self.hosts))))

@@ -2,7 +2,10 @@
 
 ``Analyzer.feed(source, line)`` (or ``feed_bytes`` for raw, possibly partial, data) accepts input as
 it is written; ``findings()`` returns the findings for everything fed so far, and ``updates()`` /
-``new_findings()`` return each new or changed finding once.
+``new_findings()`` return each new or changed finding once, and each reported finding that went
+away (``"resolved"``). Lines are timed as they arrive (the analyzer's clock): the live progress
+model (``evidence.progress``) learns the job's rhythm from them, and the live rules (ST1 stall,
+ST2 straggler) are judged again as time passes, without re-reading anything.
 
 The parsing is the batch scanner's own (``Scanner._scan_chunk``), run over chunks of complete
 lines, so the findings equal those of :func:`nccl_doctor.analyze` on the same files. Memory stays
@@ -15,14 +18,17 @@ across, so cutting there changes nothing. Not thread-safe: feed and read from on
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
-from .analysis import Report, analyze_scans
+from .alerts import Alerts, Update
+from .analysis import Report, analyze_scans, refresh_live
 from .discover import InputError
 from .events import Event, Skipped
+from .evidence.progress import STALL_AFTER, ProgressTracker, first_after
+from .evidence.stall import Live
 from .findings import Finding, Severity
 from .launchers import LauncherStripper, detect_modes
 from .reading import MAX_LINE, clean_line, looks_binary
@@ -36,22 +42,8 @@ HEAD_LINES = 400
 COMMIT_BYTES = 256 << 10
 #: Without a quiet line to cut at, commit anyway at the batch scanner's chunk size.
 FORCE_COMMIT_BYTES = 8 << 20
-
-
-@dataclass(frozen=True, slots=True)
-class Update:
-    """A finding reported by :meth:`Analyzer.updates`: ``status`` is ``"new"`` or ``"changed"``."""
-
-    status: str
-    finding: Finding
-
-    def to_dict(self) -> dict:
-        return {"status": self.status, "finding": self.finding.to_dict()}
-
-
-def _material(f: Finding) -> tuple:
-    """What makes a finding worth reporting again: who (rule, ranks, hosts) and how bad."""
-    return f.key + (f.severity.value, f.confidence)
+#: Arrival marks kept per source between two reads of the progress model.
+MAX_MARKS = 4096
 
 
 class _Source:
@@ -75,6 +67,28 @@ class _Source:
         self.tail = bytearray()  # the last TAIL_BYTES of content: each writer's last line
         self.view: FileScan | None = None  # cached scan of everything (committed + pending)
         self.failed: str | None = None  # a bug stopped reading this source: what it gave so far stays
+        self.view_ordered = 0  # events of the view in line order (the last-repeat ones follow)
+        #: (complete lines so far, arrival time, backlog) after each feed that completed lines;
+        #: dropped once the progress model has read those lines.
+        self.marks: list[tuple[int, float, bool]] = []
+        self.observed = 0  # lines the progress model has read
+
+    @property
+    def complete_lines(self) -> int:
+        return self.done_lines + len(self.pending)
+
+    def mark(self, t: float, backlog: bool) -> None:
+        """The lines completed so far arrived by ``t`` (bounded: old marks merge into later ones)."""
+        n = self.complete_lines
+        marks = self.marks
+        if marks and n <= marks[-1][0]:
+            return
+        if marks and marks[-1][1] == t and marks[-1][2] == backlog:
+            marks[-1] = (n, t, backlog)
+            return
+        marks.append((n, t, backlog))
+        if len(marks) > MAX_MARKS:  # nobody asked for a while: coarser times (later, never earlier)
+            del marks[: len(marks) - MAX_MARKS // 2: 2]
 
     # ---- bytes in ----------------------------------------------------------------------------
 
@@ -189,6 +203,7 @@ class _Source:
             sc.scan_chunk(b"".join(self.pending), self.done_lines, stripper, self.year, out)
         if self.partial:  # the batch reader yields an unterminated last line as a chunk of its own
             sc.scan_chunk(self.partial, self.done_lines + len(self.pending), stripper, self.year, out)
+        self.view_ordered = len(out.events)
         sc._last_repeats(stripper, self.year, out)
         sc._last_lines((bytes(self.tail) + self.partial)[-TAIL_BYTES:], out.lines, stripper, self.year, out)
         self.view = out
@@ -221,25 +236,33 @@ class Analyzer:
 
     ``select``/``ignore``/``min_severity`` are as in :func:`nccl_doctor.analyze`. ``settle``: report
     a finding only once it has stayed the same (same rule, ranks, hosts, severity and confidence)
-    for this many seconds, so that a cascade of timeouts gives one alert, not one per rank.
+    for this many seconds, so that a cascade of timeouts gives one alert, not one per rank; a
+    reported finding is resolved once it has stayed gone that long. ``stall_after``: the floor of
+    the stall threshold (ST1), seconds. ``clock``: seconds, monotonic; it times each arrival.
     ``on_update`` is called with each :class:`Update` that :meth:`updates` returns.
     """
 
     def __init__(self, *, select: Iterable[str] | None = None, ignore: Iterable[str] | None = None,
                  min_severity: Severity | str = Severity.INFO, settle: float = 0.0, year: int | None = None,
-                 on_update: Callable[[Update], None] | None = None, clock: Callable[[], float] = time.monotonic):
+                 on_update: Callable[[Update], None] | None = None, clock: Callable[[], float] = time.monotonic,
+                 stall_after: float = STALL_AFTER):
         self.select, self.ignore, self.min_severity = select, ignore, min_severity
-        self.settle = settle
         self.year = year or time.gmtime().tm_year
         self.on_update = on_update
         self._clock = clock
+        self._wall_offset = time.time() - clock()
         self._sources: dict[str, _Source] = {}
         self._skipped: list[Skipped] = []
         self._extra: list[Event] = []
         self._report: Report | None = None
         self._stale = True
-        self._since: dict[tuple, float] = {}  # material fingerprint -> when it (last) appeared
-        self._reported: dict[tuple, tuple] = {}  # finding key -> material fingerprint reported
+        self._alerts = Alerts(settle)
+        self.progress = ProgressTracker(stall_after)
+        self._live_at: float | None = None  # when the live rules were last judged
+
+    @property
+    def settle(self) -> float:
+        return self._alerts.settle
 
     # ---- input -------------------------------------------------------------------------------
 
@@ -251,8 +274,12 @@ class Analyzer:
         for line in lines:
             self.feed(source, line)
 
-    def feed_bytes(self, source: str, data: bytes) -> None:
-        """Add raw bytes of ``source``; a trailing partial line waits for the rest of it."""
+    def feed_bytes(self, source: str, data: bytes, *, backlog: bool = False) -> None:
+        """Add raw bytes of ``source``; a trailing partial line waits for the rest of it.
+
+        ``backlog``: the bytes were there before watching started (nobody saw them arrive): they give
+        positions and last lines, but no interval to learn from.
+        """
         src = self._sources.get(source)
         if src is None:
             src = self._sources[source] = _Source(source, self.year)
@@ -262,11 +289,13 @@ class Analyzer:
             except Exception as exc:  # a bug must cost this source's tail, not the watch (as in Scanner.scan)
                 src.failed = f"scan stopped early: {type(exc).__name__}: {exc}"[:200]
                 src.view = None
+        src.mark(self._clock(), backlog)
         self._stale = True
 
     def forget(self, source: str) -> None:
         """Drop everything fed for ``source`` (the file was truncated, rotated or removed)."""
         if self._sources.pop(source, None) is not None:
+            self.progress.forget(source)
             self._stale = True
 
     def set_context(self, *, skipped: list[Skipped] | None = None, events: list[Event] | None = None) -> None:
@@ -284,23 +313,54 @@ class Analyzer:
 
     def report(self) -> Report:
         """The full report for everything fed so far; raises InputError when nothing was fed."""
+        now = self._clock()
         if self._stale or self._report is None:
             scans = [self._scan(p) for p in self.sources]
+            self.progress.end_pass()
             extra = [_copy(e) for e in self._extra]
-            self._report = analyze_scans(scans, self._skipped, select=self.select, ignore=self.ignore,
-                                         min_severity=self.min_severity, extra_events=extra)
+            self._report = analyze_scans(scans, self._skipped, select=self.select,
+                                         ignore=self.ignore, min_severity=self.min_severity, extra_events=extra,
+                                         live=self._live(now))
             self._stale = False
+            self._live_at = now
+        elif now != self._live_at:  # time passed, nothing arrived: only the live rules can change
+            self._report = refresh_live(self._report, self._live(now), select=self.select, ignore=self.ignore,
+                                        min_severity=self.min_severity)
+            self._live_at = now
         return self._report
 
     def _scan(self, path: str) -> FileScan:
         src = self._sources[path]
         try:
-            scan = _fresh(src.scan())
+            view = src.scan()
+            self._observe(src, view)
+            scan = _fresh(view)
         except Exception as exc:  # a bug: this source is listed as not read, the others are analysed
             return FileScan(path=path, skipped=f"scan failed: {type(exc).__name__}: {exc}"[:200])
         if src.failed is not None:
             scan.issue = src.failed
         return scan
+
+    def _live(self, now: float) -> Live:
+        return Live(self.progress, now, self._wall_offset)
+
+    def _observe(self, src: _Source, view: FileScan) -> None:
+        """Give the progress model the lines of ``src`` it has not read: their events (in line
+        order) and each writer's last line, with their arrival times."""
+        n = src.complete_lines
+        if n <= src.observed or not src.marks:
+            return
+        seen = src.observed
+        ordered = view.events[: src.view_ordered]
+        start = bisect.bisect_right(ordered, seen, key=lambda e: e.line)
+        new = [e for e in ordered[start:] if e.line <= n]
+        new += sorted((e for e in view.events[src.view_ordered:] if seen < e.line <= n), key=lambda e: e.line)
+        last = {k: ll for k, ll in view.last_lines.items() if ll.line <= n}
+        marks = src.marks
+        self.progress.observe(src.path, new, last, lambda line: first_after(marks, line))
+        src.observed = n
+        keep = bisect.bisect_left(marks, n, key=lambda m: m[0])
+        del marks[:keep]  # lines up to n are read: their marks are no longer needed
 
     def findings(self) -> list[Finding]:
         """The current findings (empty while nothing analysable was fed)."""
@@ -310,41 +370,31 @@ class Analyzer:
             return []
 
     def updates(self, *, final: bool = False) -> list[Update]:
-        """Findings that are new or changed since the last call, each reported once.
+        """Findings that are new or changed since the last call, each reported once, and reported
+        findings that went away (``"resolved"``, once no finding of the same rule covers them).
 
         ``final=True`` ignores ``settle`` (the input is complete: report what is there).
         """
-        now = self._clock()
-        current = self.findings()
-        marks = {_material(f): f for f in current}
-        self._since = {m: self._since.get(m, now) for m in marks}
-        out: list[Update] = []
-        for mark, f in marks.items():
-            if self._reported.get(f.key) == mark:
-                continue
-            if not final and now - self._since[mark] < self.settle:
-                continue
-            status = "changed" if self._seen_before(f) else "new"
-            self._reported[f.key] = mark
-            out.append(Update(status, f))
+        out = self._alerts.step(self.findings(), self._clock(), final=final, why_resolved=self._why_resolved)
         for u in out:
             if self.on_update is not None:
                 self.on_update(u)
         return out
 
+    def _why_resolved(self, f: Finding) -> str:
+        """The rule's own word on why it went away (a live rule: progress resumed), else a generic one."""
+        from .rules import registry
+
+        rule = registry.get(f.rule) if f.rule in registry else None
+        if rule is not None and rule.resolved is not None and self._report is not None:
+            why = rule.resolved(self._report.job, f)
+            if why:
+                return why
+        return "no longer found in the logs as they are now"
+
     def new_findings(self, *, final: bool = False) -> list[Finding]:
         """:meth:`updates` without the status: each new or changed finding, once."""
-        return [u.finding for u in self.updates(final=final)]
-
-    def _seen_before(self, f: Finding) -> bool:
-        """Reported already under this key, or under an overlapping one of the same rule."""
-        if f.key in self._reported:
-            return True
-        ranks, hosts = set(f.ranks), set(f.hosts)
-        for rule, r, h in self._reported:
-            if rule == f.rule and ((ranks & set(r)) or (hosts & set(h)) or not (ranks or hosts or r or h)):
-                return True
-        return False
+        return [u.finding for u in self.updates(final=final) if u.status != "resolved"]
 
 
 def parse_lines(lines: Iterable[str | bytes], source: str = "<lines>", year: int | None = None) -> list[Event]:

@@ -184,6 +184,11 @@ KINDS: dict[str, str] = {
     "'[2024-06-23 15:04:30] iteration ...', 'step: N', 'Iter #N', 'global_step=N', 'Step N/M'); phase=valid: 'valid "
     "loss at iteration N'; loss, epoch (text): HF Trainer \"{'loss': .., 'epoch': 0.5}\" (no step)",
     "train_epoch": "epoch, total: 'Epoch 3/10' progress (total absent on Lightning bars)",
+    "train_phase": "phase (checkpoint|eval|data|training), state (start|end), detail: a phase of training that is not a step: "
+    "'saving checkpoint to ...' / 'checkpoint saved in 18.0 s', 'Running Evaluation' / 'Evaluation finished', "
+    "'loading training shard 2' / 'waiting for the next batch'; phase=training state=end: 'training done', "
+    "'Training completed' (the live progress model: a rank in a phase the others "
+    "did not enter)",
     "checkpoint_load": "path, step, epoch: 'loading checkpoint' / 'resuming from' / 'Loaded checkpoint' / 'Continuing "
     "training from global step N'",
     "checkpoint_none": "path (when printed): no checkpoint to resume from, the run starts from scratch (Megatron "

@@ -1,13 +1,16 @@
 """``nccl-doctor watch PATH...``: follow growing logs and report each new or changed finding once.
 
-Files under the paths are re-discovered at every poll, so files created later are followed too. A
+Files under the paths are re-discovered whenever a folder under them changes, so files created later
+are followed too (a poll of a quiet job costs a ``stat`` per file and per folder, no walk). A
 file whose inode changes (rotation by rename) or that shrinks or is rewritten (truncation,
 ``copytruncate``) is read again from its start; a file that disappears is dropped. So the findings
 always describe what is under the paths now, exactly as ``nccl-doctor analyze`` would.
 
 Each finding becomes one JSON line on stdout, or one POST to ``--webhook URL`` whose JSON body has
 a ``text`` field (what Slack, Mattermost, Rocket.Chat and most chat bots display) next to the
-finding itself. Deliveries run in a background thread with retries and exponential back-off; reading
+finding itself; ``status`` is ``new``, ``changed``, or ``resolved`` once a reported finding is gone
+(a stall whose job resumed: an alert bot closes its incident). Lines are timed as they arrive, so
+that a job that stops making progress is reported long before its collective timeout fires (ST1). Deliveries run in a background thread with retries and exponential back-off; reading
 never waits for the network. Standard library only.
 """
 
@@ -23,7 +26,8 @@ import time
 from typing import IO, Any
 
 from . import __version__
-from .discover import InputFile, discover
+from .discover import InputFile, Rediscovery
+from .evidence.progress import STALL_AFTER
 from .incremental import Analyzer, Update
 from .report.jsonout import inert
 from .report.safe import plain
@@ -55,8 +59,11 @@ class _Follower:
         self.stamp: tuple | None = None  # (dev, inode, size, mtime) at the last read
         self.compressed = False
 
-    def poll(self, analyzer: Analyzer) -> bool:
-        """Feed new bytes to the analyzer; True when anything changed."""
+    def poll(self, analyzer: Analyzer, seen_until: float | None = None) -> bool:
+        """Feed new bytes to the analyzer; True when anything changed. ``seen_until``: the wall time
+        of the previous poll (of the start, at the first): a file read from its start that was last
+        written before then (there when watching started, or renamed into the paths by a rotation)
+        is backlog, with no arrival times to learn from."""
         try:
             st = os.stat(self.real)
         except OSError:
@@ -73,16 +80,17 @@ class _Follower:
                 if restart:  # rotated, truncated or rewritten: what it gave before is void
                     analyzer.forget(self.path)
                     self.reset()
+                backlog = self.offset == 0 and seen_until is not None and st.st_mtime <= seen_until
                 self.ident, self.stamp = stamp[:2], stamp
                 self.compressed = head.startswith(_COMPRESSED)
                 if self.compressed:
                     return self._read_compressed(analyzer)
                 fp.seek(self.offset)
-                return self._read_plain(fp, analyzer) or restart
+                return self._read_plain(fp, analyzer, backlog) or restart
         except OSError:
             return False
 
-    def _read_plain(self, fp: IO[bytes], analyzer: Analyzer) -> bool:
+    def _read_plain(self, fp: IO[bytes], analyzer: Analyzer, backlog: bool) -> bool:
         got = False
         while True:
             data = fp.read(READ_BLOCK)
@@ -91,7 +99,7 @@ class _Follower:
             if len(self.sig) < SIGNATURE:
                 self.sig += data[: SIGNATURE - len(self.sig)]
             self.offset += len(data)
-            analyzer.feed_bytes(self.path, data)
+            analyzer.feed_bytes(self.path, data, backlog=backlog)
             got = True
 
     def _read_compressed(self, analyzer: Analyzer) -> bool:
@@ -101,7 +109,7 @@ class _Follower:
         try:
             with open_binary(self.real) as fp:
                 for chunk in iter_chunks(fp):
-                    analyzer.feed_bytes(self.path, chunk)
+                    analyzer.feed_bytes(self.path, chunk, backlog=True)  # read whole: no arrival times
         except (OSError, ReadIssue):
             pass  # what was readable was fed; the next change of the file reads it again
         return True
@@ -143,6 +151,8 @@ class Watcher:
         self.stdin: _StdinReader | None = None
         self._dump_key: tuple | None = None
         self._dumps: tuple[list, set[str], list] = ([], set(), [])
+        self._seen_until: float | None = None  # wall time of the previous poll
+        self._discover = Rediscovery(self.paths)
 
     @property
     def finished(self) -> bool:
@@ -151,7 +161,7 @@ class Watcher:
             and not self.followers and self.paths == ["-"]
 
     def poll(self) -> bool:
-        files, skipped = discover(self.paths)
+        files, skipped = self._discover()
         changed = False
         if any(f.real == "-" for f in files):
             if self.stdin is None:
@@ -161,11 +171,13 @@ class Watcher:
         files = [f for f in files if f.real != "-"]
         events, dumps, dump_skipped = self._flight_recorder(files)
         logs = [f for f in files if f.path not in dumps]
+        now = time.time()
+        seen_until, self._seen_until = self._seen_until or now, now
         for f in logs:
             follower = self.followers.get(f.path)
             if follower is None:
                 follower = self.followers[f.path] = _Follower(f)
-            changed |= follower.poll(self.analyzer)
+            changed |= follower.poll(self.analyzer, seen_until)
         for path in set(self.followers) - {f.path for f in logs}:
             del self.followers[path]
             self.analyzer.forget(path)
@@ -185,15 +197,27 @@ class Watcher:
         return self._dumps
 
     def _dump_sizes(self, files: list[InputFile]) -> tuple[int, ...]:
-        return tuple(f.size for f in files if f.path in self._dumps[1])
+        """Sizes of the dumps, now (discovery may be cached: a dump rewritten in place changes its size)."""
+        sizes = []
+        for f in files:
+            if f.path in self._dumps[1]:
+                try:
+                    sizes.append(os.stat(f.real).st_size)
+                except OSError:
+                    sizes.append(-1)
+        return tuple(sizes)
 
 
 # ---- what is sent --------------------------------------------------------------------------------
 
 def alert_text(update: Update) -> str:
-    """A short chat message: severity, rule and title, who, the first evidence line and the fix.
-    Everything from the logs is made inert (``report.safe.plain``: no controls, no chat mentions)."""
+    """A short chat message: severity, rule and title, who, the first evidence line and the fix
+    (for a resolved finding: why, and what it was). Everything from the logs is made inert
+    (``report.safe.plain``: no controls, no chat mentions)."""
     f = update.finding
+    if update.status == "resolved":
+        return "\n".join([f"nccl-doctor: RESOLVED {f.rule} {f.title}", plain(update.note or "no longer found", 1000),
+                          f"was: {plain(f.summary, 1000)}"])
     lines = [f"nccl-doctor: {f.severity.value.upper()} {f.rule} {f.title} ({update.status})", plain(f.summary, 1000)]
     who = []
     if f.ranks:
@@ -215,6 +239,7 @@ def alert_payload(update: Update, verdict: dict[str, Any] | None = None) -> dict
     return {
         "text": alert_text(update),
         "status": update.status,
+        **({"note": update.note} if update.note else {}),
         "finding": update.finding.to_dict(),
         "verdict": inert(verdict),
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -226,13 +251,15 @@ def alert_payload(update: Update, verdict: dict[str, Any] | None = None) -> dict
 
 def run_watch(paths: list[str], *, webhook: str | None = None, interval: float = 1.0, once: bool = False,
               settle: float | None = None, select=None, ignore=None, min_severity: str = "info",
-              out: IO[str] | None = None) -> int:
+              out: IO[str] | None = None, stall_after: float = STALL_AFTER) -> int:
     """Follow ``paths`` until interrupted (SIGINT/SIGTERM: exit 0), or until stdin ends when only
     ``-`` is watched. ``once``: read what is there, report every finding, exit like ``analyze``
     (0, 1 with findings at warning or above, 2 with nothing to analyse).
 
     ``settle`` (default ``max(1, 3 * interval)`` seconds): a finding is reported once it has stayed
-    the same that long, so that a cascade of timeouts over many ranks gives one alert.
+    the same that long, so that a cascade of timeouts over many ranks gives one alert; a reported
+    finding that stayed gone that long is sent again as ``"resolved"``. ``stall_after``: the floor of
+    the stall threshold (ST1), seconds without progress.
 
     With ``webhook``, alerts still queued at the end are delivered within a deadline; when some
     could not be, stderr says how many and why, and the exit status is 2.
@@ -242,17 +269,18 @@ def run_watch(paths: list[str], *, webhook: str | None = None, interval: float =
     sender = WebhookSender(webhook) if webhook else None
     try:
         status = _follow(paths, sender, interval=interval, once=once, settle=settle, select=select,
-                         ignore=ignore, min_severity=min_severity, out=out)
+                         ignore=ignore, min_severity=min_severity, out=out, stall_after=stall_after)
     finally:
         delivered = sender is None or sender.close()
     return status if delivered else 2
 
 
 def _follow(paths: list[str], sender: WebhookSender | None, *, interval: float, once: bool,
-            settle: float | None, select, ignore, min_severity: str, out: IO[str] | None) -> int:
+            settle: float | None, select, ignore, min_severity: str, out: IO[str] | None,
+            stall_after: float) -> int:
     out = out or sys.stdout
     analyzer = Analyzer(select=select, ignore=ignore, min_severity=min_severity,
-                        settle=max(1.0, 3 * interval) if settle is None else settle)
+                        settle=max(1.0, 3 * interval) if settle is None else settle, stall_after=stall_after)
     watcher = Watcher(paths, analyzer)
 
     def emit(final: bool = False) -> None:

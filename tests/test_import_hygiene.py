@@ -44,7 +44,7 @@ LAYERS = [
     ("rules", ["rules"]),
     ("verdict", ["verdict", "headline"]),
     # report.jsonout builds the JSON contract that Report.to_dict() returns to library callers.
-    ("analysis", ["analysis", "incremental", "report.jsonout", "report.reach"]),
+    ("analysis", ["analysis", "incremental", "alerts", "report.jsonout", "report.reach"]),
     ("faces", ["report", "timeline", "timeline_last", "plot", "tui", "watch", "webhook", "output", "cli", "__main__",
                "__init__"]),
 ]

@@ -108,6 +108,9 @@ class JobModel:
     #: line with only outside lines (a cron, the scheduler) written to that file.
     quiet: dict[str, tuple] = field(default_factory=dict)
     kind_index: dict[str, list[Event]] = field(default_factory=dict, repr=False)
+    #: The live progress model and the time now (``evidence.stall.Live``), set by the incremental
+    #: analyzer that ``watch`` runs; None in a batch analysis (no line has an arrival time there).
+    live: Any = field(default=None, repr=False)
 
     def by_kind(self, *kinds: str) -> list[Event]:
         """Events of these kinds in file/line order (indexed once: rules ask many times)."""

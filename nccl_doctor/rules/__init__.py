@@ -19,20 +19,30 @@ for _rid in load_catalogue():
 
 
 def run(job: JobModel, select: Iterable[str] | None = None, ignore: Iterable[str] | None = None,
-        min_severity: Severity | str = Severity.INFO) -> tuple[list[Finding], list[str]]:
-    """Run rules over a job. Returns (findings, notes); a rule that crashes yields a note, not a crash."""
+        min_severity: Severity | str = Severity.INFO, live_only: bool = False) -> tuple[list[Finding], list[str]]:
+    """Run rules over a job. Returns (findings, notes); a rule that crashes yields a note, not a crash.
+
+    ``live_only``: only the rules judged on arrival times (``Rule.live``), re-run as time passes.
+    """
     floor = Severity.parse(min_severity).level
     findings: list[Finding] = []
     notes: list[str] = []
     for rule in registry.select(select, ignore):
+        if live_only and not rule.live:
+            continue
         try:
             got = rule.check(job, rule)
         except Exception as exc:  # a bug in one rule must not hide the others' findings
             notes.append(f"rule {rule.id} failed: {type(exc).__name__}: {exc}")
             continue
         findings.extend(f for f in got if f.severity.level >= floor)
+    return sort_findings(findings), notes
+
+
+def sort_findings(findings: list[Finding]) -> list[Finding]:
+    """The report's order: most severe first, then by rule id."""
     findings.sort(key=lambda f: (-f.severity.level, f.rule))
-    return findings, notes
+    return findings
 
 
-__all__ = ["DOC_HEADINGS", "Registry", "Rule", "registry", "run"]
+__all__ = ["DOC_HEADINGS", "Registry", "Rule", "registry", "run", "sort_findings"]

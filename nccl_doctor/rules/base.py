@@ -1,7 +1,8 @@
 """The rule contract: metadata as data (catalogue.toml), detection as one function per rule file.
 
 A rule module ``nccl_doctor/rules/<ID>.py`` defines ``check(job: JobModel) -> list[Finding]`` and
-nothing else that the engine needs; its metadata (title, severity, references, the event kinds it
+nothing else that the engine needs (a live rule may add ``resolved(job, finding) -> str``: why a
+finding it reported went away); its metadata (title, severity, references, the event kinds it
 uses) lives in ``catalogue.toml`` and its documentation in ``docs/<ID>.md``. Rules never read files.
 """
 
@@ -34,6 +35,10 @@ class Rule:
     references: tuple[str, ...]
     needs: tuple[str, ...]
     check: Callable[[JobModel], list[Finding]]
+    #: Judged on arrival times (``watch``): re-run as time passes, silent in a batch analysis.
+    live: bool = False
+    #: ``resolved(job, finding) -> str``: why a finding it reported went away (optional).
+    resolved: Callable | None = None
 
     def doc(self) -> str:
         path = HERE / "docs" / f"{self.id}.md"
@@ -125,4 +130,4 @@ def make_rule(rule_id: str) -> Rule:
     return Rule(id=rule_id, name=meta["name"], title=meta["title"], severity=Severity.parse(meta["severity"]),
                 status=meta.get("status", "stable"), remedy=meta.get("remedy", "").strip(),
                 references=tuple(meta.get("references", ())), needs=tuple(meta.get("needs", ())),
-                check=module.check)
+                check=module.check, live=bool(meta.get("live", False)), resolved=getattr(module, "resolved", None))

@@ -2,7 +2,9 @@
 
 A case names a log (a fixture path, inline text, or a generated scenario) and what the rule must
 conclude on it: fire or not, at which severity, naming which ranks and hosts. Expected values come
-from the log text and the catalogue, written by hand in the case files.
+from the log text and the catalogue, written by hand in the case files. Live rules (ST1, ST2) are
+judged on arrival times: their cases replay a recorded run of ``fixtures/liveruns/`` (``replay``)
+or timed lines (``timed``) poll by poll, and look at every finding seen at any poll.
 """
 
 from __future__ import annotations
@@ -50,10 +52,33 @@ def _materialise(case: dict, tmp_path: Path) -> list[str]:
     raise AssertionError(f"case {case['name']} has no path, log, logs or generated")
 
 
+def _live(rule: str, case: dict) -> list:
+    """A live case (rules judged on arrival times): a recorded run of fixtures/liveruns/ replayed at
+    its recorded pace, or timed lines ("SECONDS FILE TEXT" per line); every finding of the rule
+    seen at any poll."""
+    from liveruns.replay import replay, replay_run, timed_lines
+
+    kwargs = {"select": [rule]}
+    if "stall_after" in case:
+        kwargs["stall_after"] = case["stall_after"]
+    if "replay" in case:
+        if "until" in case:
+            kwargs["until"] = case["until"]
+        _, _, polls = replay_run(case["replay"], **kwargs)
+    else:
+        rows = [ln.split(" ", 2) for ln in case["timed"].strip().splitlines()]
+        _, polls = replay(timed_lines((float(t), name, text) for t, name, text in rows), until=case["until"],
+                          **kwargs)
+    return [f for p in polls for f in p.findings if f.rule == rule]
+
+
 @pytest.mark.parametrize(("rule", "case"), _load())
 def test_rule_case(rule: str, case: dict, tmp_path: Path) -> None:
-    report = analyze(_materialise(case, tmp_path), select=[rule], jobs=1)
-    mine = [f for f in report.findings if f.rule == rule]
+    if "replay" in case or "timed" in case:
+        mine = _live(rule, case)
+    else:
+        report = analyze(_materialise(case, tmp_path), select=[rule], jobs=1)
+        mine = [f for f in report.findings if f.rule == rule]
     floor = Severity.parse(case.get("severity", "warning"))
     firing = [f for f in mine if f.severity.level >= floor.level]
     if not case["fires"]:
