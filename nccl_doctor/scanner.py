@@ -132,6 +132,31 @@ class Scanner:
 
     def _scan_chunk(self, chunk: bytes, base_line: int, stripper: LauncherStripper, year: int,
                     out: FileScan) -> None:
+        spans = self._candidate_spans(chunk, base_line, out)
+        if not spans:
+            return
+        cur = _Cursor(chunk, stripper)
+        repeats = out.repeats
+        line_no = base_line + 1
+        counted_to = 0
+        consumed_to = -1
+        capped = [lit for lit, (cap, _k) in REPEAT_CAPS.items() if repeats.get(lit, 0) >= cap]
+        for s, e, hits in spans:
+            if s <= consumed_to:
+                continue
+            line_no += chunk.count(b"\n", counted_to, s)
+            counted_to = s
+            raw = chunk[s:e]
+            if capped and self._skip_capped(raw, capped, line_no, out):
+                continue
+            end = self._parse_line(cur, s, e, raw, hits, line_no, year, out, capped)
+            if end > e:
+                consumed_to = end
+                out.parsed += chunk.count(b"\n", e, end)
+
+    def _candidate_spans(self, chunk: bytes, base_line: int, out: FileScan) -> list:
+        """(start, end, literals or None) of the chunk's candidate lines, in order: the prefilter's
+        plus the lines of the repetitive families still under their cap."""
         spans = self.prefilter.lines(chunk)
         extra = self._repeat_spans(chunk, base_line, out)
         if extra:
@@ -139,79 +164,61 @@ class Scanner:
             merged = {(s, e): hits for s, e, hits in spans}
             merged.update((span, None) for span in extra)
             spans = sorted((s, e, hits) for (s, e), hits in merged.items())
-        if not spans:
-            return
+        return spans
+
+    @staticmethod
+    def _skip_capped(raw: bytes, capped: list, line_no: int, out: FileScan) -> bool:
+        """A known line of a repetitive family over its cap (see REPEAT_CAPS): counted, not parsed."""
+        hit = next((lit for lit in capped if lit in raw), None)
+        if hit is None:
+            return False
+        out.parsed += 1
+        if line_no > out.last_repeat.get(hit, (0, b""))[0]:
+            out.last_repeat[hit] = (line_no, raw)
+        return True
+
+    def _parse_line(self, cur: _Cursor, s: int, e: int, raw: bytes, hits, line_no: int, year: int,
+                    out: FileScan, capped: list) -> int:
+        """Parse one candidate line (and the lines a block or a wrapped record takes with it) into
+        events; return the position of the newline ending the last line consumed."""
+        cur.pos = e
+        stripper = cur.stripper
         match = self.formats.match
-        n = len(chunk)
-        repeats = out.repeats
-        line_no = base_line + 1
-        counted_to = 0
-        consumed_to = -1
-        cursor = [0]  # position of the newline ending the last line consumed by a block
-
-        def peek() -> str | None:
-            p = cursor[0] + 1
-            if p >= n:
-                return None
-            q = chunk.find(b"\n", p)
-            q = n if q < 0 else q
-            return stripper.strip(clean_line(chunk[p:q]))[1]
-
-        def take() -> str | None:
-            p = cursor[0] + 1
-            if p >= n:
-                return None
-            q = chunk.find(b"\n", p)
-            cursor[0] = n if q < 0 else q
-            return ""
-
-        capped = [lit for lit, (cap, _k) in REPEAT_CAPS.items() if repeats.get(lit, 0) >= cap]
-        for s, e, hits in spans:
-            if s <= consumed_to:
-                continue
-            line_no += chunk.count(b"\n", counted_to, s)
-            counted_to = s
-            cursor[0] = e
-            raw = chunk[s:e]
-            if capped:
-                hit = next((lit for lit in capped if lit in raw), None)
-                if hit is not None:
-                    out.parsed += 1  # a known line of a repetitive family (see REPEAT_CAPS)
-                    if line_no > out.last_repeat.get(hit, (0, b""))[0]:
-                        out.last_repeat[hit] = (line_no, raw)
+        text = clean_line(raw)
+        if hits is not None and _CONTROL.search(raw) is not None:
+            hits = None  # cleaning removed bytes, which can join text into a new literal
+        # The line's launcher prefix first (an srun label, a kubectl timestamp): it belongs to every
+        # record glued on the line, and a record start found after it is not a glued record.
+        line_lf, body = stripper.strip(text)
+        for rec in split_glued(body):
+            lf, rest = stripper.strip(rec, nested=True)
+            lf = stripper.within(line_lf, lf)
+            records = join_block(rest, cur.take, cur.peek)  # None unless rest heads a known block
+            if records is None and rest.startswith("    ") and _quotes_source(cur.chunk, s, stripper):
+                continue  # a traceback's quoted source line: code, not what happened
+            for r in records or (rest,):
+                # Records cut from this line hold only literals the line holds; a joined block
+                # reaches into the next lines, so its candidates come from its shape.
+                m = match(r, None if records else hits)
+                if m is None:
+                    m, r = self._rewrap(cur.chunk, s, cur, r, stripper, match, labelled=bool(lf))
+                if m is None:
                     continue
-            text = clean_line(raw)
-            if hits is not None and _CONTROL.search(raw) is not None:
-                hits = None  # cleaning removed bytes, which can join text into a new literal
-            # The line's launcher prefix first (an srun label, a kubectl timestamp): it belongs to every
-            # record glued on the line, and a record start found after it is not a glued record.
-            line_lf, body = stripper.strip(text)
-            for rec in split_glued(body):
-                lf, rest = stripper.strip(rec, nested=True)
-                lf = stripper.within(line_lf, lf)
-                records = join_block(rest, take, peek)  # None unless rest heads a known block
-                if records is None and rest.startswith("    ") and _quotes_source(chunk, s, stripper):
-                    continue  # a traceback's quoted source line: code, not what happened
-                for r in records or (rest,):
-                    # Records cut from this line hold only literals the line holds; a joined block
-                    # reaches into the next lines, so its candidates come from its shape.
-                    m = match(r, None if records else hits)
-                    if m is None:
-                        m, r = self._rewrap(chunk, s, cursor, r, stripper, match, labelled=bool(lf))
-                    if m is None:
-                        continue
-                    out.parsed += 1
-                    lit = _REPEAT_KIND.get(m[0])
-                    if lit is not None:
-                        repeats[lit] = repeats.get(lit, 0) + 1
-                        if repeats[lit] >= REPEAT_CAPS[lit][0] and lit not in capped:
-                            capped.append(lit)
-                    out.events.append(_make_event(m[0], m[1], lf, out.path, line_no, r, year))
-            if cursor[0] > e:
-                consumed_to = cursor[0]
-                out.parsed += chunk.count(b"\n", e, cursor[0])
+                self._count_repeat(m[0], out, capped)
+                out.events.append(_make_event(m[0], m[1], lf, out.path, line_no, r, year))
+        return cur.pos
 
-    def _rewrap(self, chunk: bytes, s: int, cursor: list, rec: str, stripper: LauncherStripper, match,
+    @staticmethod
+    def _count_repeat(kind: str, out: FileScan, capped: list) -> None:
+        out.parsed += 1
+        lit = _REPEAT_KIND.get(kind)
+        if lit is not None:
+            repeats = out.repeats
+            repeats[lit] = repeats.get(lit, 0) + 1
+            if repeats[lit] >= REPEAT_CAPS[lit][0] and lit not in capped:
+                capped.append(lit)
+
+    def _rewrap(self, chunk: bytes, s: int, cursor: _Cursor, rec: str, stripper: LauncherStripper, match,
                 labelled: bool = False):
         """Try a hard-wrapped record: the previous record start plus following continuation lines.
 
@@ -237,7 +244,7 @@ class Scanner:
                     break
                 p_end = p_start - 1
         n = len(chunk)
-        pos = cursor[0]
+        pos = cursor.pos
         for _ in range(4):
             p = pos + 1
             if p >= n:
@@ -252,13 +259,13 @@ class Scanner:
             joined = " ".join(parts)
             m = match(joined)
             if m is not None:
-                cursor[0] = pos
+                cursor.pos = pos
                 return m, joined
         if len(parts) > 1:
             joined = " ".join(parts)
             m = match(joined)
             if m is not None:
-                cursor[0] = pos
+                cursor.pos = pos
                 return m, joined
         return None, rec
 
@@ -357,6 +364,33 @@ class Scanner:
         out.last_lines = seen
         if job_line is not None and len(quiet_ts) >= 2:
             out.quiet = (min(quiet_ts), max(quiet_ts), job_line)
+
+
+class _Cursor:
+    """The line-by-line view of one chunk that multi-line blocks read through: ``pos`` is the
+    newline ending the last line consumed; ``peek`` returns the next line (launcher prefix
+    stripped) without consuming it, ``take`` consumes it."""
+
+    __slots__ = ("chunk", "n", "pos", "stripper")
+
+    def __init__(self, chunk: bytes, stripper: LauncherStripper):
+        self.chunk, self.n, self.pos, self.stripper = chunk, len(chunk), 0, stripper
+
+    def peek(self) -> str | None:
+        p = self.pos + 1
+        if p >= self.n:
+            return None
+        q = self.chunk.find(b"\n", p)
+        q = self.n if q < 0 else q
+        return self.stripper.strip(clean_line(self.chunk[p:q]))[1]
+
+    def take(self) -> str | None:
+        p = self.pos + 1
+        if p >= self.n:
+            return None
+        q = self.chunk.find(b"\n", p)
+        self.pos = self.n if q < 0 else q
+        return ""
 
 
 def _head_lines(chunk: bytes, want: int = 600, limit: int = 256 << 10) -> list[str]:
