@@ -11,7 +11,7 @@ ranks, plus NCCL/torch eras without INFO lines, and jobs whose ranks all print s
 
 To capture the reports of an older checkout, run this script with that checkout first on the path:
 ``PYTHONPATH=/tmp/old-src python benchmarks/identity.py capture /tmp/old``. Timings are not taken
-here: see bench.py.
+here: see bench.py. Runs with PYTHONHASHSEED=0: a few reports depend on set iteration order.
 """
 
 from __future__ import annotations
@@ -129,6 +129,10 @@ def compare(a: Path, b: Path) -> int:
 
 
 def main() -> int:
+    if os.environ.get("PYTHONHASHSEED") != "0":
+        # Some reports depend on set iteration order (string hashing is salted per process): compare
+        # engines, not salts.
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "PYTHONHASHSEED": "0"})
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("capture")

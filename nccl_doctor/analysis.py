@@ -50,14 +50,29 @@ class Report:
         return report_dict(self)
 
 
-_SCANNER: Scanner | None = None
+_SCANNERS: dict[str, Scanner] = {}
+#: Engine names: ``auto`` (the default: the fast scan path over Hyperscan's literal hits when the
+#: wheel is there), ``fast`` (the same, said explicitly), ``python`` (the general per-line path for
+#: every candidate line; the reference the fast path is tested against), ``hyperscan`` / ``re`` (the
+#: general path with that prefilter engine forced).
+ENGINES = ("auto", "fast", "python", "hyperscan", "re")
 
 
 def _scanner(engine: str | None = None) -> Scanner:
-    global _SCANNER
-    if _SCANNER is None or (engine and _SCANNER.prefilter.engine != engine):
-        _SCANNER = Scanner(engine=engine)
-    return _SCANNER
+    name = (engine or os.environ.get("NCCL_DOCTOR_ENGINE") or "auto").lower()
+    sc = _SCANNERS.get(name)
+    if sc is None:
+        if name not in ENGINES:
+            raise ValueError(f"unknown engine {name!r} (one of {', '.join(ENGINES)})")
+        prefilter = name if name in ("hyperscan", "re") else "auto"
+        if name in ("auto", "fast"):
+            from .fastscan import FastScanner
+
+            sc = FastScanner(engine=prefilter)
+        else:
+            sc = Scanner(engine=prefilter)
+        _SCANNERS[name] = sc
+    return sc
 
 
 @contextmanager
