@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
@@ -183,7 +184,7 @@ def analyze_scans(scans: list[FileScan], skipped: list[Skipped], *, select=None,
         raise InputError(f"nothing to analyse ({reasons})")
     events = [e for s in read for e in s.events] + list(extra_events or [])
     nothing = None if events else nothing_recognised(read, skipped)
-    fix_years(events)
+    fix_years(events, _years(read, extra_events or []), read)
     job = build_job(events, read)
     assign_statuses(job)  # derived evidence: who failed, lagged, went silent or only waited
     findings, notes = rules.run(job, select=select, ignore=ignore, min_severity=min_severity)
@@ -217,6 +218,22 @@ def nothing_recognised(read: list[FileScan], skipped: list[Skipped]) -> str:
     if cut:
         what += f"; {cut[0].path} was cut short ({cut[0].reason.removeprefix('partly read: ')})"
     return f"nothing to analyse: {what}"
+
+
+def _years(scans: list[FileScan], extra: list[Event]) -> dict | None:
+    """Year -> dated events over every event read (also those the files' caps did not keep), in
+    the order the events come; None when a scan did not count them (incremental scans)."""
+    if any(s.years is None for s in scans):
+        return None
+    years: dict[int, int] = {}
+    for s in scans:
+        for y, n in s.years.items():
+            years[y] = years.get(y, 0) + n
+    for e in extra:
+        if e.ts is not None and "mmdd" not in e.fields:
+            y = time.gmtime(e.ts).tm_year
+            years[y] = years.get(y, 0) + 1
+    return years
 
 
 def _stderr_progress() -> Progress | None:

@@ -22,7 +22,7 @@ import re
 
 from .formats import field_dict
 from .launchers import LauncherStripper
-from .records import _NCCL_AT_START, BLOCK_LITERALS
+from .records import _GLUE, _NCCL_AT_START, BLOCK_LITERALS
 from .regex_facts import DIGIT_SHAPE, digit_blind
 from .scanner import REPEAT_CAPS, FileScan, Scanner, _make_event
 
@@ -52,6 +52,24 @@ class FastScanner(Scanner):
         # pattern index -> (name, is_int, group number) of its named groups, in group order
         self._groups = tuple(tuple(zip(pl.names, pl.is_int, pl.gidx, strict=True)) for pl in fs._plans)
 
+    def _candidate_spans(self, chunk: bytes, base_line: int, out: FileScan) -> list:
+        """As the general path's, but the lines of the repetitive families get their literal sets
+        too (the prefilter's literals in the line plus the family literals it holds: every format
+        literal of the line), so that they can take the fast path."""
+        spans = self.prefilter.lines(chunk)
+        extra = self._repeat_spans(chunk, base_line, out)
+        if not extra:
+            return spans
+        merged = {(s, e): hits for s, e, hits in spans}
+        every_literal = self.prefilter.engine == "hyperscan"
+        for s, e in extra:
+            if every_literal:
+                own = frozenset(lit.decode() for lit in REPEAT_CAPS if lit in chunk[s:e])
+                merged[(s, e)] = merged.get((s, e), frozenset()) | own
+            else:
+                merged[(s, e)] = None
+        return sorted((s, e, hits) for (s, e), hits in merged.items())
+
     def _plain_line(self, raw: bytes, hits: frozenset, line_no: int, stripper: LauncherStripper, year: int,
                     out: FileScan, capped: list) -> bool:
         if not _BLOCKS.isdisjoint(hits) or _NOT_PLAIN.search(raw) is not None:
@@ -69,9 +87,9 @@ class FastScanner(Scanner):
             hits = frozenset(lit for lit in hits if lit in body)
         if not body or body.find("[rank", 1) >= 0 or body.isspace():
             return False
-        n_nccl = body.count("NCCL ")
-        if n_nccl > 1 or (n_nccl == 1 and _NCCL_AT_START.match(body) is None):
-            return False  # a glued record may start mid-line
+        if "NCCL " in body and (body.count("NCCL ") > 1 or _NCCL_AT_START.match(body) is None) \
+                and _GLUE.search(body, 1) is not None:
+            return False  # a glued record may start mid-line: split_glued cuts there
         m = self._fast_match(body, raw, hits)
         if m is None:
             return False  # no match: maybe a hard-wrapped record, which the general path joins
@@ -80,7 +98,7 @@ class FastScanner(Scanner):
             self._count_repeat(kind, out, capped)
         else:
             out.parsed += 1
-        out.events.append(_make_event(kind, m[1], lf, out.path, line_no, body, year))
+        out.add(_make_event(kind, m[1], lf, out.path, line_no, body, year))
         return True
 
     def _fast_match(self, text: str, raw: bytes, hits: frozenset) -> tuple[str, dict] | None:

@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .discover import InputFile
+from .eventcap import EventCap
 from .events import MAX_TEXT, Event, LastLine
 from .launchers import LauncherStripper, detect_modes
 from .prefilter import Prefilter
@@ -56,10 +57,22 @@ class FileScan:
     quiet: tuple | None = None
     repeats: dict = field(default_factory=dict)  # REPEAT_CAPS literal -> lines parsed so far
     last_repeat: dict = field(default_factory=dict)  # REPEAT_CAPS literal -> (line_no, raw) skipped last
+    #: Batch scans cap their events (see eventcap): the times of every step line, those of them
+    #: without a year (index, MMDD, hh:mm:ss), and year -> events dated with one. None: not counted.
+    step_ts: list | None = None
+    step_mmdd: list | None = None
+    years: dict | None = None
+    capper: EventCap | None = None  # while scanning only
 
     @property
     def unparsed(self) -> int:
         return max(0, self.lines - self.parsed)
+
+    def add(self, ev: Event) -> None:
+        if self.capper is None:
+            self.events.append(ev)
+        else:
+            self.capper.add(ev)
 
 
 class Scanner:
@@ -79,6 +92,7 @@ class Scanner:
 
     def scan(self, f: InputFile) -> FileScan:
         out = FileScan(path=f.path, size=f.size)
+        out.capper = EventCap(out.events)
         try:
             fp = open_binary(f.real)
         except OSError as exc:
@@ -126,6 +140,11 @@ class Scanner:
             out.lines = base_line
             if stripper is not None:
                 self._last_repeats(stripper, year, out)
+            cap = out.capper
+            if cap is not None:
+                cap.done()
+                out.step_ts, out.step_mmdd, out.years, out.capper = cap.step_ts, cap.step_mmdd, cap.years, None
+            if stripper is not None:
                 self._last_lines(tail, base_line, stripper, year, out)
 
     # ---- candidate lines ---------------------------------------------------------------------
@@ -213,7 +232,7 @@ class Scanner:
                 if m is None:
                     continue
                 self._count_repeat(m[0], out, capped)
-                out.events.append(_make_event(m[0], m[1], lf, out.path, line_no, r, year))
+                out.add(_make_event(m[0], m[1], lf, out.path, line_no, r, year))
         return cur.pos
 
     @staticmethod
@@ -311,7 +330,7 @@ class Scanner:
                 lf, rest = stripper.strip(rec)
                 m = self.formats.match(rest)
                 if m is not None:
-                    out.events.append(_make_event(m[0], m[1], lf, out.path, line_no, rest, year))
+                    out.add(_make_event(m[0], m[1], lf, out.path, line_no, rest, year))
         out.last_repeat.clear()
 
     # ---- last line of each writer ------------------------------------------------------------
@@ -417,17 +436,26 @@ def _head_lines(chunk: bytes, want: int = 600, limit: int = 256 << 10) -> list[s
     return lines
 
 
-def fix_years(events: list[Event]) -> None:
+def fix_years(events: list[Event], years: dict | None = None, scans: list | None = None) -> None:
     """c10's ``MMDD hh:mm:ss`` has no year; each file's mtime gave one. When the job's logs carry
     full dates (kubectl, DeepSpeed, NCCL 2.26 WARN), their most common year is the better guess,
-    applied to the whole job so that files never disagree on the year among themselves."""
-    years = Counter(time.gmtime(e.ts).tm_year for e in events if e.ts is not None and "mmdd" not in e.fields)
+    applied to the whole job so that files never disagree on the year among themselves.
+
+    ``years``: year -> events dated with one, counted over every event (also those a file's cap
+    did not keep, see eventcap) when the scans counted them; else counted here over ``events``.
+    ``scans``: their step times without a year get the same correction as the events."""
+    if years is None:
+        years = Counter(time.gmtime(e.ts).tm_year for e in events if e.ts is not None and "mmdd" not in e.fields)
     if not years:
         return
-    year = years.most_common(1)[0][0]
+    year = Counter(years).most_common(1)[0][0]
     for e in events:
         if e.ts is not None and "mmdd" in e.fields and "hms" in e.fields and time.gmtime(e.ts).tm_year != year:
             e.ts = parse_mmdd(str(e.fields["mmdd"]), str(e.fields["hms"]), year)
+    for s in scans or ():
+        for i, mmdd, hms in s.step_mmdd or ():
+            if time.gmtime(s.step_ts[i]).tm_year != year:
+                s.step_ts[i] = parse_mmdd(mmdd, hms, year)
 
 
 #: A Python traceback's frame line: the line after it quotes the source, indented by four spaces.
