@@ -22,6 +22,7 @@ events (every fixture and real excerpt, most jobs) are untouched.
 from __future__ import annotations
 
 import time
+from array import array
 from collections import deque
 
 from .events import Event
@@ -34,12 +35,14 @@ OTHER = (4096, 4096)
 
 
 class _Stream:
-    __slots__ = ("epoch", "first_rec", "n", "pinned", "record", "record_ts", "value", "window")
+    __slots__ = ("epoch", "first_rec", "kth", "n", "pinned", "prev", "record", "record_ts", "value", "window")
 
     def __init__(self, last: int):
         self.n = 0
-        self.epoch = -1  # the file's boundary count at this stream's latest event
-        self.window: deque[int] = deque(maxlen=last + 1)  # indices of its latest events
+        self.kth = -1  # index of its ``first``-th event: every index up to it is kept
+        self.prev = -1  # index of its latest event
+        self.epoch = -1  # the file's boundary count at its latest event
+        self.window: deque[int] = deque(maxlen=last + 1)  # indices of its latest events past the first
         self.pinned: set[int] = set()  # indices kept whatever comes later
         self.record = -1  # index of its latest-timed event (the last one at that time)
         self.first_rec = -1  # ... and of the first one at that time
@@ -47,7 +50,8 @@ class _Stream:
         self.value: int | None = None  # the counter of its latest event (dense kinds)
 
     def holds(self, idx: int) -> bool:
-        return idx in self.pinned or idx == self.record or idx == self.first_rec or idx in self.window
+        return (idx <= self.kth or idx in self.pinned or idx == self.record or idx == self.first_rec
+                or idx in self.window)
 
 
 class EventCap:
@@ -57,66 +61,67 @@ class EventCap:
         self.events = events
         self.streams: dict[tuple, _Stream] = {}
         self.boundaries = 0  # events of the file that are not of a dense kind, so far
-        self.dirty: set[tuple] = set()  # dense streams whose latest event is not pinned yet
+        self.dirty: set[_Stream] = set()  # dense streams whose latest event may need pinning
         self.holes = 0
-        self.step_ts: list[float] = []
+        self.step_ts = array("d")  # 8 bytes per step line, whatever the count
         self.step_mmdd: list[tuple[int, str, str]] = []  # (index in step_ts, MMDD, hh:mm:ss): no year
         self.years: dict[int, int] = {}  # year -> events dated with one (see scanner.fix_years)
 
     def add(self, ev: Event) -> None:
         kind = ev.kind
-        if ev.ts is not None:
-            f = ev.fields
+        f = ev.fields
+        ts = ev.ts
+        if ts is not None:
             if "mmdd" not in f:
-                y = time.gmtime(ev.ts).tm_year
+                y = time.gmtime(ts).tm_year
                 self.years[y] = self.years.get(y, 0) + 1
             if kind == "train_step":
                 if "mmdd" in f and "hms" in f:
                     self.step_mmdd.append((len(self.step_ts), str(f["mmdd"]), str(f["hms"])))
-                self.step_ts.append(ev.ts)
+                self.step_ts.append(ts)
         dense = DENSE.get(kind)
         if dense is None:
             self.boundaries += 1
             if self.dirty:  # the last event of each dense stream before this one is kept
-                for key in self.dirty:
-                    st = self.streams[key]
-                    if st.window:
-                        st.pinned.add(st.window[-1])
+                for d in self.dirty:
+                    if d.prev > d.kth:
+                        d.pinned.add(d.prev)
                 self.dirty.clear()
-        first, last = dense or OTHER
-        f = ev.fields
         key = (kind, ev.host, ev.pid, ev.rank, ev.local_rank, f.get("launcher_pid"), f.get("launcher_ip"))
         st = self.streams.get(key)
         if st is None:
-            st = self.streams[key] = _Stream(last)
-        st.n += 1
+            st = self.streams[key] = _Stream((dense or OTHER)[1])
         events = self.events
         idx = len(events)
         events.append(ev)
-        after_boundary = st.epoch < self.boundaries
-        st.epoch = self.boundaries
+        n = st.n = st.n + 1
+        prev, st.prev = st.prev, idx
         if dense is not None:
-            self.dirty.add(key)
-        if dense is not None:
+            self.dirty.add(st)
+            after_boundary = st.epoch < self.boundaries
+            st.epoch = self.boundaries
             value = f.get(_COUNTER[kind])
             if isinstance(value, int):
-                if st.value is not None and value < st.value and st.window:
-                    st.pinned.add(st.window[-1])  # the peak before the counter went down
+                if st.value is not None and value < st.value and n > dense[0]:
+                    if prev > st.kth:
+                        st.pinned.add(prev)  # the peak before the counter went down
                     st.pinned.add(idx)  # and where it went down to
                 st.value = value
-        if st.n <= first:
-            st.pinned.add(idx)
-        elif dense is not None and after_boundary:
-            st.pinned.add(idx)  # the first of its stream after another event of the file
-        ts = ev.ts
         if ts is not None and (st.record < 0 or ts >= st.record_ts):
             old, old_first = st.record, st.first_rec
             if st.record < 0 or ts > st.record_ts:
                 st.first_rec = idx
             st.record, st.record_ts = idx, ts
-            for i in {old, old_first}:
-                if i >= 0 and not st.holds(i):
-                    self._drop(i)
+            if n > (dense or OTHER)[0]:
+                for i in {old, old_first}:
+                    if i > st.kth and not st.holds(i):
+                        self._drop(i)
+        first, last = dense or OTHER
+        if n <= first:
+            st.kth = idx
+            return
+        if dense is not None and after_boundary:
+            st.pinned.add(idx)  # the first of its stream after another event of the file
         window = st.window
         window.append(idx)
         if len(window) > last:
@@ -146,6 +151,8 @@ class EventCap:
             st.pinned = {new_index[i] for i in st.pinned if i in new_index}
             st.record = new_index.get(st.record, -1)
             st.first_rec = new_index.get(st.first_rec, -1)
+            st.prev = new_index.get(st.prev, -1)
+            st.kth = new_index.get(st.kth, -1)
 
     def done(self) -> None:
         if self.holes:

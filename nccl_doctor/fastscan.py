@@ -30,8 +30,11 @@ from .scanner import REPEAT_CAPS, FileScan, Scanner, _make_event
 _NOT_PLAIN = re.compile(rb"[^\t\x20-\x7e]")
 _BLOCKS = frozenset(BLOCK_LITERALS)
 _NO_PREFIX: dict = {}  # the launcher fields of a line without a launcher prefix (never modified)
-#: Memo entries kept per process before the memo starts afresh (bounded whatever the input).
-MEMO_MAX = 200_000
+#: Memo entries kept per process before a memo starts afresh (bounded whatever the input): lines
+#: keyed on their digit shape repeat across ranks; lines keyed on their exact text (patterns that
+#: read digits, such as a communicator's hex address) repeat less, so that memo is smaller.
+MEMO_MAX = 100_000
+EXACT_MEMO_MAX = 20_000
 
 
 class FastScanner(Scanner):
@@ -44,7 +47,8 @@ class FastScanner(Scanner):
         super().__init__(formats, engine)
         fs = self.formats
         self._match = fs.match
-        self._memo: dict = {}
+        self._memo: dict = {}  # digit shape -> match spans
+        self._exact: dict = {}  # exact text -> match fields
         # hits -> (format, every candidate needs its prefix, every candidate digit-blind) when all
         # candidates of those literals are of one format, else False (matched without the memo)
         self._plans: dict = {}
@@ -120,14 +124,16 @@ class FastScanner(Scanner):
         rest = text[start:] if start else text
         if blind:
             # Keyed on the digit shape: the spans found on one line hold for every line of that shape.
-            hit = self._memoised((hits, head is None, raw[len(raw) - len(rest):].translate(DIGIT_SHAPE)),
+            hit = self._memoised(self._memo, MEMO_MAX,
+                                 (hits, head is None, raw[len(raw) - len(rest):].translate(DIGIT_SHAPE)),
                                  self._spans_of, rest, hits, head is None)
             if hit is False:
                 return None
             idx, spans = hit
             groups = field_dict((name, rest[a:b], is_int) for name, is_int, a, b in spans)
         else:
-            hit = self._memoised((hits, head is None, rest), self._match_rest, rest, hits, head is None)
+            hit = self._memoised(self._exact, EXACT_MEMO_MAX, (hits, head is None, rest), self._match_rest, rest,
+                                 hits, head is None)
             if hit is False:
                 return None
             idx, groups = hit
@@ -141,12 +147,12 @@ class FastScanner(Scanner):
             fields[name] = bool(value.strip()) if isinstance(value, str) else bool(value)
         return fs.patterns[idx].kind, fields
 
-    def _memoised(self, key: tuple, compute, *args):
-        memo = self._memo
+    @staticmethod
+    def _memoised(memo: dict, size: int, key: tuple, compute, *args):
         hit = memo.get(key)
         if hit is None:
             hit = compute(*args)
-            if len(memo) >= MEMO_MAX:
+            if len(memo) >= size:
                 memo.clear()
             memo[key] = hit
         return hit

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -59,7 +60,7 @@ class FileScan:
     last_repeat: dict = field(default_factory=dict)  # REPEAT_CAPS literal -> (line_no, raw) skipped last
     #: Batch scans cap their events (see eventcap): the times of every step line, those of them
     #: without a year (index, MMDD, hh:mm:ss), and year -> events dated with one. None: not counted.
-    step_ts: list | None = None
+    step_ts: array | None = None
     step_mmdd: list | None = None
     years: dict | None = None
     capper: EventCap | None = None  # while scanning only
@@ -455,7 +456,8 @@ def fix_years(events: list[Event], years: dict | None = None, scans: list | None
     for s in scans or ():
         for i, mmdd, hms in s.step_mmdd or ():
             if time.gmtime(s.step_ts[i]).tm_year != year:
-                s.step_ts[i] = parse_mmdd(mmdd, hms, year)
+                t = parse_mmdd(mmdd, hms, year)
+                s.step_ts[i] = float("nan") if t is None else t  # NaN: no time (left out of the job's)
 
 
 #: A Python traceback's frame line: the line after it quotes the source, indented by four spaces.

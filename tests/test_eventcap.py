@@ -58,7 +58,7 @@ def test_streams_are_per_writer():
 def test_every_step_time_is_counted_and_the_latest_lines_kept():
     events = [_step(i, i, ts=1000.0 + i // 10) for i in range(1, 301)]  # ten lines per second
     kept, cap = _capped(events)
-    assert cap.step_ts == [e.ts for e in events]
+    assert list(cap.step_ts) == [e.ts for e in events]
     latest = [e.line for e in events if e.ts == events[-1].ts]
     assert latest[0] in [e.line for e in kept] and latest[-1] in [e.line for e in kept]
 

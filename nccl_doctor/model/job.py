@@ -227,7 +227,7 @@ def build_job(events: list[Event], scans: list) -> JobModel:
                    hosts=hosts, rank_hosts={**table_hosts, **{r.rank: r.host for r in ranks if r.rank is not None and r.host}}, files=[s.path for s in scans], last_lines=last_by_file,
                    quiet={s.path: s.quiet for s in scans if getattr(s, "quiet", None)})
     if scans and all(getattr(s, "step_ts", None) is not None for s in scans):
-        job.step_times = sorted(t for s in scans for t in s.step_ts)
+        job.step_times = sorted(t for s in scans for t in s.step_ts if t == t)  # t != t: NaN, no time
     job.index = {id(e): r for r in ranks for e in r.events}
     for r in ranks:
         for e in r.events:
