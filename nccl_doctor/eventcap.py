@@ -30,6 +30,8 @@ from .events import Event
 #: kind -> (first, last) kept per stream. Step and epoch lines: the progress counters.
 DENSE: dict[str, tuple[int, int]] = {"train_step": (32, 32), "train_epoch": (32, 32)}
 _COUNTER = {"train_step": "step", "train_epoch": "epoch"}
+#: Holes (dropped events) left in the list before it is compacted, when they are half of it.
+COMPACT_AT = 4096
 #: Every other kind: a safety cap far above what a real log holds per writer (memory bound).
 OTHER = (4096, 4096)
 
@@ -128,7 +130,7 @@ class EventCap:
             out = window.popleft()
             if not st.holds(out):
                 self._drop(out)
-        if self.holes > 4096 and self.holes * 2 > len(events):
+        if self.holes > COMPACT_AT and self.holes * 2 > len(events):
             self._compact()
 
     def _drop(self, idx: int) -> None:

@@ -4,6 +4,8 @@ uncapped events; what the cap keeps is what the rules read."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import nccl_doctor.eventcap as eventcap
 from nccl_doctor import analyze
@@ -97,3 +99,54 @@ def test_both_sides_of_a_counter_going_down_are_kept():
     kept, _ = _capped(events)
     lines = [e.line for e in kept]
     assert 200 in lines and 201 in lines
+
+
+def _reference(events: list[Event]) -> list[Event]:
+    """What the cap keeps, written the slow way from its description (module docstring)."""
+    streams: dict[tuple, list[int]] = {}
+    for i, e in enumerate(events):
+        f = e.fields
+        streams.setdefault((e.kind, e.host, e.pid, e.rank, e.local_rank, f.get("launcher_pid"),
+                            f.get("launcher_ip")), []).append(i)
+    keep: set[int] = set()
+    other = [i for i, e in enumerate(events) if e.kind not in eventcap.DENSE]
+    for (kind, *_), idx in streams.items():
+        first, last = eventcap.DENSE.get(kind, eventcap.OTHER)
+        keep |= set(idx[:first]) | set(idx[-last:])
+        timed = [i for i in idx if events[i].ts is not None]
+        if timed:
+            top = max(events[i].ts for i in timed)
+            at_top = [i for i in timed if events[i].ts == top]
+            keep |= {at_top[0], at_top[-1]}
+        if kind not in eventcap.DENSE:
+            continue
+        value = None
+        for n, (a, b) in enumerate(zip([-1] + idx, idx + [len(events)], strict=True)):
+            between = any(a < o < b for o in other)
+            if between and n < len(idx):
+                keep.add(b)  # first after another event
+            if between and a >= 0:
+                keep.add(a)  # last before it
+            if n < len(idx):
+                v = events[b].fields.get(eventcap._COUNTER[kind])
+                if isinstance(v, int):
+                    if value is not None and v < value and n >= first:
+                        keep |= {a, b}
+                    value = v
+    return [events[i] for i in sorted(keep)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["train_step", "train_step", "train_step", "python_exception"]),
+                          st.integers(0, 1), st.integers(0, 6), st.sampled_from([None, 1.0, 2.0, 3.0])),
+                max_size=80))
+def test_cap_keeps_what_its_description_says(spec):
+    events = [Event(kind, "f.log", i + 1, rank=rank, ts=ts, fields={"step": step})
+              for i, (kind, rank, step, ts) in enumerate(spec)]
+    saved = eventcap.DENSE, eventcap.OTHER, eventcap.COMPACT_AT
+    eventcap.DENSE, eventcap.OTHER, eventcap.COMPACT_AT = {"train_step": (2, 2)}, (3, 3), 1
+    try:
+        kept, _ = _capped(events)
+        assert kept == _reference(events)
+    finally:
+        eventcap.DENSE, eventcap.OTHER, eventcap.COMPACT_AT = saved
