@@ -13,6 +13,9 @@ event costs a few hundred bytes and a little work in every later layer, so a fil
   lowest value after it);
 * the first and the last event with the latest time, so that "the latest line" stays the same.
 
+Memory stays bounded whatever the file: a dense stream pins at most PIN_MAX events for the other
+events around it (a log whose every other line is another kind would pin a share of all).
+
 Counting stays exact (``FileScan.parsed`` counts lines, not events), and the times of every
 ``train_step`` line are kept as numbers (``FileScan.step_ts``): the interval between steps is a
 median over all of them. Kept events stay in line order. Streams at or under ``first + last``
@@ -32,6 +35,10 @@ DENSE: dict[str, tuple[int, int]] = {"train_step": (32, 32), "train_epoch": (32,
 _COUNTER = {"train_step": "step", "train_epoch": "epoch"}
 #: Holes (dropped events) left in the list before it is compacted, when they are half of it.
 COMPACT_AT = 4096
+#: Events a dense stream keeps for the other events around it and for its counter going down. A
+#: stream whose steps alternate with other lines (a log where every line is recognised) would
+#: otherwise keep a share of everything; past this, only its first, last and latest ones.
+PIN_MAX = 4096
 #: Every other kind: a safety cap far above what a real log holds per writer (memory bound).
 OTHER = (4096, 4096)
 
@@ -86,7 +93,7 @@ class EventCap:
             self.boundaries += 1
             if self.dirty:  # the last event of each dense stream before this one is kept
                 for d in self.dirty:
-                    if d.prev > d.kth:
+                    if d.prev > d.kth and len(d.pinned) < PIN_MAX:
                         d.pinned.add(d.prev)
                 self.dirty.clear()
         key = (kind, ev.host, ev.pid, ev.rank, ev.local_rank, f.get("launcher_pid"), f.get("launcher_ip"))
@@ -104,7 +111,7 @@ class EventCap:
             st.epoch = self.boundaries
             value = f.get(_COUNTER[kind])
             if isinstance(value, int):
-                if st.value is not None and value < st.value and n > dense[0]:
+                if st.value is not None and value < st.value and n > dense[0] and len(st.pinned) < PIN_MAX:
                     if prev > st.kth:
                         st.pinned.add(prev)  # the peak before the counter went down
                     st.pinned.add(idx)  # and where it went down to
@@ -122,7 +129,7 @@ class EventCap:
         if n <= first:
             st.kth = idx
             return
-        if dense is not None and after_boundary:
+        if dense is not None and after_boundary and len(st.pinned) < PIN_MAX:
             st.pinned.add(idx)  # the first of its stream after another event of the file
         window = st.window
         window.append(idx)
