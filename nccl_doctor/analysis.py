@@ -17,7 +17,8 @@ from .events import Event, Skipped
 from .evidence.status import assign_statuses
 from .findings import Finding, Severity
 from .model import JobModel, build_job
-from .scanner import FileScan, Scanner, fix_years
+from .scan_events import fix_years
+from .scanner import FileScan, Scanner
 
 #: Below this many bytes a process pool costs more than it saves.
 PARALLEL_MIN_BYTES = 32 << 20

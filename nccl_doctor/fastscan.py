@@ -4,7 +4,7 @@ the general path at all; plain lines are matched through a memo of their message
 Most candidate lines of a large job are *plain*: printable ASCII, no launcher prefix, one record,
 not the head of a multi-line block. For those, everything the general path does besides matching
 (cleaning, stripping prefixes, splitting glued records, joining blocks) is the identity, so the
-event is ``_make_event(*match(line, hits), {}, ...)``. Matching is memoised on what it depends on:
+event is ``make_event(*match(line, hits), {}, ...)``. Matching is memoised on what it depends on:
 the literals the line holds (they fix the candidate patterns, all of one format) and the text
 after that format's line prefix (``host:pid:tid [dev] `` for NCCL, the c10 prefix for torch). The
 prefix's own fields are converted once per distinct prefix already (``FormatSet._head_fields``).
@@ -24,7 +24,8 @@ from .formats import field_dict
 from .launchers import LauncherStripper
 from .records import _GLUE, _NCCL_AT_START, BLOCK_LITERALS
 from .regex_facts import DIGIT_SHAPE, digit_blind
-from .scanner import REPEAT_CAPS, FileScan, Scanner, _make_event
+from .scan_events import make_event
+from .scanner import REPEAT_CAPS, FileScan, Scanner
 
 #: Bytes that send a line to the general path: anything but printable ASCII and tab.
 _NOT_PLAIN = re.compile(rb"[^\t\x20-\x7e]")
@@ -102,7 +103,7 @@ class FastScanner(Scanner):
             self._count_repeat(kind, out, capped)
         else:
             out.parsed += 1
-        out.add(_make_event(kind, m[1], lf, out.path, line_no, body, year))
+        out.add(make_event(kind, m[1], lf, out.path, line_no, body, year))
         return True
 
     def _fast_match(self, text: str, raw: bytes, hits: frozenset) -> tuple[str, dict] | None:

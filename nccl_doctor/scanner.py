@@ -11,17 +11,17 @@ import os
 import re
 import time
 from array import array
-from collections import Counter
 from dataclasses import dataclass, field
 
 from .discover import InputFile
 from .eventcap import EventCap
-from .events import MAX_TEXT, Event, LastLine
+from .events import Event
 from .launchers import LauncherStripper, detect_modes
 from .prefilter import Prefilter
 from .reading import ReadIssue, clean_line, iter_chunks, looks_binary, open_binary
 from .records import BLOCK_LITERALS, is_continuation, join_block, split_glued
-from .timeparse import event_time, parse_iso, parse_mmdd
+from .scan_events import make_event
+from .writers import last_lines
 
 TAIL_BYTES = 256 << 10
 #: Repetitive line families, parsed only up to a cap per file (then counted, not parsed), plus
@@ -34,7 +34,6 @@ REPEAT_CAPS: dict[bytes, tuple[int, str]] = {
     b": opCount ": (4, "nccl_coll"),
 }
 _REPEAT_KIND = {kind: lit for lit, (_cap, kind) in REPEAT_CAPS.items()}
-_NCCL_WHO = re.compile(r"^(?:\[[\d: -]{19,30}\] )?([\w.-]{1,253}):(\d{1,10}):\d{1,10} ")
 _HEADER = ("host", "pid", "cuda_dev")
 #: Bytes that line cleaning may remove (control characters but tab, newline, carriage return).
 _CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -233,7 +232,7 @@ class Scanner:
                 if m is None:
                     continue
                 self._count_repeat(m[0], out, capped)
-                out.add(_make_event(m[0], m[1], lf, out.path, line_no, r, year))
+                out.add(make_event(m[0], m[1], lf, out.path, line_no, r, year))
         return cur.pos
 
     @staticmethod
@@ -331,67 +330,13 @@ class Scanner:
                 lf, rest = stripper.strip(rec)
                 m = self.formats.match(rest)
                 if m is not None:
-                    out.add(_make_event(m[0], m[1], lf, out.path, line_no, rest, year))
+                    out.add(make_event(m[0], m[1], lf, out.path, line_no, rest, year))
         out.last_repeat.clear()
 
     # ---- last line of each writer ------------------------------------------------------------
 
     def _last_lines(self, tail: bytes, total: int, stripper: LauncherStripper, year: int, out: FileScan) -> None:
-        """The last non-blank line of the file and of each writer in it (launcher rank, local rank,
-        NCCL host:pid). A file with one writer needs only its last line; others are walked back
-        until every writer its events named has been met (bounded by the tail kept)."""
-        wanted: set = set()
-        for ev in out.events:
-            if ev.rank is not None:
-                wanted.add(("rank", ev.rank))
-            elif ev.local_rank is not None:
-                wanted.add(("local_rank", ev.local_rank))
-            if ev.host is not None and ev.pid is not None and ev.kind.startswith("nccl_"):
-                wanted.add(("proc", ev.host, ev.pid))
-            if "launcher_pid" in ev.fields:
-                wanted.add(("lpid", ev.fields.get("launcher_ip"), ev.fields["launcher_pid"]))
-        single = len(wanted) <= 1
-        labelled = any(k[0] in ("rank", "local_rank") for k in wanted)
-        quiet_ts: list[float] = []
-        job_line: int | None = None
-        end = len(tail) - 1 if tail.endswith(b"\n") else len(tail)
-        line_no = total + 1
-        seen: dict = {}
-        while end >= 0:
-            start = tail.rfind(b"\n", 0, end) + 1
-            raw = tail[start:end]
-            line_no -= 1
-            end = start - 1
-            if not raw.strip():
-                continue
-            lf, rest = stripper.strip(clean_line(raw).replace("\r", " "))
-            if not rest.strip():
-                continue
-            keys: list = [None]
-            if "rank" in lf:
-                keys.append(("rank", lf["rank"]))
-            elif "local_rank" in lf:
-                keys.append(("local_rank", lf["local_rank"]))
-            if "pid" in lf and "host" not in lf:  # Ray's "(Worker pid=N, ip=A)", as in _make_event
-                keys.append(("lpid", lf.get("ip"), lf["pid"]))
-            who = _NCCL_WHO.match(rest)
-            if who and len(who.group(2)) < 11:
-                keys.append(("proc", who.group(1), int(who.group(2))))
-            if labelled and job_line is None:
-                if len(keys) == 1:  # a line from outside the job (a cron, the scheduler)
-                    t = parse_iso(rest[:40])
-                    if t is not None:
-                        quiet_ts.append(t)
-                else:
-                    job_line = line_no
-            for k in keys:
-                if k not in seen:
-                    seen[k] = LastLine(out.path, line_no, rest.strip()[:MAX_TEXT], event_time(lf, year))
-            if (single or wanted.issubset(seen)) and (not labelled or job_line is not None):
-                break
-        out.last_lines = seen
-        if job_line is not None and len(quiet_ts) >= 2:
-            out.quiet = (min(quiet_ts), max(quiet_ts), job_line)
+        last_lines(tail, total, stripper, year, out)
 
 
 class _Cursor:
@@ -437,29 +382,6 @@ def _head_lines(chunk: bytes, want: int = 600, limit: int = 256 << 10) -> list[s
     return lines
 
 
-def fix_years(events: list[Event], years: dict | None = None, scans: list | None = None) -> None:
-    """c10's ``MMDD hh:mm:ss`` has no year; each file's mtime gave one. When the job's logs carry
-    full dates (kubectl, DeepSpeed, NCCL 2.26 WARN), their most common year is the better guess,
-    applied to the whole job so that files never disagree on the year among themselves.
-
-    ``years``: year -> events dated with one, counted over every event (also those a file's cap
-    did not keep, see eventcap) when the scans counted them; else counted here over ``events``.
-    ``scans``: their step times without a year get the same correction as the events."""
-    if years is None:
-        years = Counter(time.gmtime(e.ts).tm_year for e in events if e.ts is not None and "mmdd" not in e.fields)
-    if not years:
-        return
-    year = Counter(years).most_common(1)[0][0]
-    for e in events:
-        if e.ts is not None and "mmdd" in e.fields and "hms" in e.fields and time.gmtime(e.ts).tm_year != year:
-            e.ts = parse_mmdd(str(e.fields["mmdd"]), str(e.fields["hms"]), year)
-    for s in scans or ():
-        for i, mmdd, hms in s.step_mmdd or ():
-            if time.gmtime(s.step_ts[i]).tm_year != year:
-                t = parse_mmdd(mmdd, hms, year)
-                s.step_ts[i] = float("nan") if t is None else t  # NaN: no time (left out of the job's)
-
-
 #: A Python traceback's frame line: the line after it quotes the source, indented by four spaces.
 _FRAME_LINE = re.compile(r'^\s{2}File "[^"\n]{1,4096}", line \d{1,9}')
 
@@ -472,27 +394,3 @@ def _quotes_source(chunk: bytes, s: int, stripper: LauncherStripper) -> bool:
     p_start = chunk.rfind(b"\n", 0, s - 1) + 1
     prev = stripper.strip(clean_line(chunk[p_start:s - 1]))[1]
     return _FRAME_LINE.match(prev) is not None
-
-
-def _make_event(kind: str, fields: dict, lf: dict, path: str, line_no: int, text: str, year: int) -> Event:
-    # Only the NCCL line prefix names the writer (host:pid:tid [dev]); a host or pid inside other
-    # messages (srun's failed node, a ChildFailedError entry) is the subject, kept in fields.
-    writer = kind.startswith("nccl_")
-    host = (fields.pop("host", None) if writer else None) or lf.get("host") or lf.get("pod")
-    pid = fields.pop("pid", None) if writer else None
-    if pid is None:
-        pid = lf.get("pid")
-    cuda_dev = fields.pop("cuda_dev", None) if writer else fields.get("cuda_dev")
-    ts = event_time(fields, year)
-    if lf:
-        if ts is None:
-            ts = event_time(lf, year)
-        if "pid" in lf and "host" not in lf:
-            # Ray's "(Worker pid=N, ip=A)": a pid with no host name, the same on the worker's NCCL lines
-            # and on its prints; with the address, who wrote the line (pids repeat across nodes).
-            fields.setdefault("launcher_pid", lf["pid"])
-            if "ip" in lf:
-                fields.setdefault("launcher_ip", lf["ip"])
-    # positional: this runs once per event (kind, file, line, host, pid, cuda_dev, rank, local_rank, ts, fields, text)
-    return Event(kind, path, line_no, host, pid, cuda_dev, lf.get("rank"), lf.get("local_rank"), ts, fields,
-                 text.strip()[:MAX_TEXT])

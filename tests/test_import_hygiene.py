@@ -37,7 +37,7 @@ def test_the_tui_and_plot_load_them_when_asked():
 LAYERS = [
     ("reading", ["events", "findings", "kinds", "resources", "timeparse", "reading", "records", "formats", "regex_facts",
                  "format_files", "launchers", "prefilter", "discover", "flightrec", "__version__"]),
-    ("scan", ["scanner", "fastscan", "eventcap"]),
+    ("scan", ["scanner", "fastscan", "eventcap", "scan_events", "writers"]),
     ("model", ["model"]),
     ("evidence", ["evidence"]),
     ("rules", ["rules"]),
