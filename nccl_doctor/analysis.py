@@ -6,6 +6,7 @@ import dataclasses
 import gc
 import os
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
@@ -17,7 +18,8 @@ from .events import Event, Skipped
 from .evidence.status import assign_statuses
 from .findings import Finding, Severity
 from .model import JobModel, build_job
-from .scanner import FileScan, Scanner, fix_years
+from .scan_events import fix_years
+from .scanner import FileScan, Scanner
 
 #: Below this many bytes a process pool costs more than it saves.
 PARALLEL_MIN_BYTES = 32 << 20
@@ -51,14 +53,29 @@ class Report:
         return report_dict(self)
 
 
-_SCANNER: Scanner | None = None
+_SCANNERS: dict[str, Scanner] = {}
+#: Engine names: ``auto`` (the default: the fast scan path over Hyperscan's literal hits when the
+#: wheel is there), ``fast`` (the same, said explicitly), ``python`` (the general per-line path for
+#: every candidate line; the reference the fast path is tested against), ``hyperscan`` / ``re`` (the
+#: general path with that prefilter engine forced).
+ENGINES = ("auto", "fast", "python", "hyperscan", "re")
 
 
 def _scanner(engine: str | None = None) -> Scanner:
-    global _SCANNER
-    if _SCANNER is None or (engine and _SCANNER.prefilter.engine != engine):
-        _SCANNER = Scanner(engine=engine)
-    return _SCANNER
+    name = (engine or os.environ.get("NCCL_DOCTOR_ENGINE") or "auto").lower()
+    sc = _SCANNERS.get(name)
+    if sc is None:
+        if name not in ENGINES:
+            raise ValueError(f"unknown engine {name!r} (one of {', '.join(ENGINES)})")
+        prefilter = name if name in ("hyperscan", "re") else "auto"
+        if name in ("auto", "fast"):
+            from .fastscan import FastScanner
+
+            sc = FastScanner(engine=prefilter)
+        else:
+            sc = Scanner(engine=prefilter)
+        _SCANNERS[name] = sc
+    return sc
 
 
 @contextmanager
@@ -169,7 +186,7 @@ def analyze_scans(scans: list[FileScan], skipped: list[Skipped], *, select=None,
         raise InputError(f"nothing to analyse ({reasons})")
     events = [e for s in read for e in s.events] + list(extra_events or [])
     nothing = None if events else nothing_recognised(read, skipped)
-    fix_years(events)
+    fix_years(events, _years(read, extra_events or []), read)
     job = build_job(events, read)
     job.live = live
     assign_statuses(job)  # derived evidence: who failed, lagged, went silent or only waited
@@ -241,6 +258,22 @@ def _verdict(job: JobModel, findings: list[Finding]) -> tuple[dict[str, Any] | N
     if verdict:
         verdict["headline"], verdict["rules"] = headline(job, findings, verdict)
     return verdict, last
+
+
+def _years(scans: list[FileScan], extra: list[Event]) -> dict | None:
+    """Year -> dated events over every event read (also those the files' caps did not keep), in
+    the order the events come; None when a scan did not count them (incremental scans)."""
+    if any(s.years is None for s in scans):
+        return None
+    years: dict[int, int] = {}
+    for s in scans:
+        for y, n in s.years.items():
+            years[y] = years.get(y, 0) + n
+    for e in extra:
+        if e.ts is not None and "mmdd" not in e.fields:
+            y = time.gmtime(e.ts).tm_year
+            years[y] = years.get(y, 0) + 1
+    return years
 
 
 def _stderr_progress() -> Progress | None:

@@ -334,28 +334,38 @@ class _FieldPlan:
                    fmt.prefix_required)
 
     def fields(self, head: dict | None, m: re.Match[str]) -> dict:
-        # Header fields first, then the pattern's groups (which win a name clash), as strings
-        # converted once: ints parsed, short values interned (host names, levels and op names
-        # repeat across a job's events: one shared copy each keeps a 16k-rank job's events small).
-        # The conversions are written out (not calls to _to_int/_intern) for the common case:
-        # this runs once per event.
+        # Header fields first, then the pattern's groups (which win a name clash), then booleans.
         fields: dict[str, Any] = dict(self.consts) if self.consts else {}
         if head:
             fields.update(head)
-        intern = sys.intern
-        # strict=False: the three have one entry per named group by construction (checked per call cost time)
-        for name, value, is_int in zip(self.names, _group_values(m, self.gidx), self.is_int, strict=False):
-            if value is None:
-                continue
-            if is_int:
-                fields[name] = int(value) if value.isdecimal() and len(value) <= _MAX_INT_DIGITS else _to_int(value)
-            else:
-                value = value.strip()
-                fields[name] = intern(value) if len(value) <= 48 else value
+        fields.update(self.group_fields(m))
         for name in self.bools:
             value = fields.get(name)
             fields[name] = bool(value.strip()) if isinstance(value, str) else bool(value)
         return fields
+
+    def group_fields(self, m: re.Match[str]) -> dict:
+        """The pattern's groups as fields (groups that did not take part are left out)."""
+        # strict=False: the three have one entry per named group by construction (checked per call cost time)
+        return field_dict(zip(self.names, _group_values(m, self.gidx), self.is_int, strict=False))
+
+
+def field_dict(triples) -> dict[str, Any]:
+    """Fields from (name, text or None, is_int) triples, converted once: ints parsed, short values
+    interned (host names, levels and op names repeat across a job's events: one shared copy each
+    keeps a 16k-rank job's events small). The conversions are written out (not calls to
+    _to_int/_intern) for the common case: this runs once per event."""
+    out: dict[str, Any] = {}
+    intern = sys.intern
+    for name, value, is_int in triples:
+        if value is None:
+            continue
+        if is_int:
+            out[name] = int(value) if value.isdecimal() and len(value) <= _MAX_INT_DIGITS else _to_int(value)
+        else:
+            value = value.strip()
+            out[name] = intern(value) if len(value) <= 48 else value
+    return out
 
 
 def load_formats(directory: str | os.PathLike | None = None) -> FormatSet:

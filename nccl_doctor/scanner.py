@@ -10,16 +10,18 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections import Counter
+from array import array
 from dataclasses import dataclass, field
 
 from .discover import InputFile
-from .events import MAX_TEXT, Event, LastLine
+from .eventcap import EventCap
+from .events import Event
 from .launchers import LauncherStripper, detect_modes
 from .prefilter import Prefilter
 from .reading import ReadIssue, clean_line, iter_chunks, looks_binary, open_binary
 from .records import BLOCK_LITERALS, is_continuation, join_block, split_glued
-from .timeparse import event_time, parse_iso, parse_mmdd
+from .scan_events import make_event
+from .writers import last_lines
 
 TAIL_BYTES = 256 << 10
 #: Repetitive line families, parsed only up to a cap per file (then counted, not parsed), plus
@@ -32,7 +34,6 @@ REPEAT_CAPS: dict[bytes, tuple[int, str]] = {
     b": opCount ": (4, "nccl_coll"),
 }
 _REPEAT_KIND = {kind: lit for lit, (_cap, kind) in REPEAT_CAPS.items()}
-_NCCL_WHO = re.compile(r"^(?:\[[\d: -]{19,30}\] )?([\w.-]{1,253}):(\d{1,10}):\d{1,10} ")
 _HEADER = ("host", "pid", "cuda_dev")
 #: Bytes that line cleaning may remove (control characters but tab, newline, carriage return).
 _CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -56,10 +57,22 @@ class FileScan:
     quiet: tuple | None = None
     repeats: dict = field(default_factory=dict)  # REPEAT_CAPS literal -> lines parsed so far
     last_repeat: dict = field(default_factory=dict)  # REPEAT_CAPS literal -> (line_no, raw) skipped last
+    #: Batch scans cap their events (see eventcap): the times of every step line, those of them
+    #: without a year (index, MMDD, hh:mm:ss), and year -> events dated with one. None: not counted.
+    step_ts: array | None = None
+    step_mmdd: list | None = None
+    years: dict | None = None
+    capper: EventCap | None = None  # while scanning only
 
     @property
     def unparsed(self) -> int:
         return max(0, self.lines - self.parsed)
+
+    def add(self, ev: Event) -> None:
+        if self.capper is None:
+            self.events.append(ev)
+        else:
+            self.capper.add(ev)
 
 
 class Scanner:
@@ -79,6 +92,7 @@ class Scanner:
 
     def scan(self, f: InputFile) -> FileScan:
         out = FileScan(path=f.path, size=f.size)
+        out.capper = EventCap(out.events)
         try:
             fp = open_binary(f.real)
         except OSError as exc:
@@ -126,12 +140,50 @@ class Scanner:
             out.lines = base_line
             if stripper is not None:
                 self._last_repeats(stripper, year, out)
+            cap = out.capper
+            if cap is not None:
+                cap.done()
+                out.step_ts, out.step_mmdd, out.years, out.capper = cap.step_ts, cap.step_mmdd, cap.years, None
+            if stripper is not None:
                 self._last_lines(tail, base_line, stripper, year, out)
 
     # ---- candidate lines ---------------------------------------------------------------------
 
     def _scan_chunk(self, chunk: bytes, base_line: int, stripper: LauncherStripper, year: int,
                     out: FileScan) -> None:
+        spans = self._candidate_spans(chunk, base_line, out)
+        if not spans:
+            return
+        cur = _Cursor(chunk, stripper)
+        repeats = out.repeats
+        line_no = base_line + 1
+        counted_to = 0
+        consumed_to = -1
+        capped = [lit for lit, (cap, _k) in REPEAT_CAPS.items() if repeats.get(lit, 0) >= cap]
+        for s, e, hits in spans:
+            if s <= consumed_to:
+                continue
+            line_no += chunk.count(b"\n", counted_to, s)
+            counted_to = s
+            raw = chunk[s:e]
+            if capped and self._skip_capped(raw, capped, line_no, out):
+                continue
+            if hits is not None and self._plain_line(raw, hits, line_no, stripper, year, out, capped):
+                continue
+            end = self._parse_line(cur, s, e, raw, hits, line_no, year, out, capped)
+            if end > e:
+                consumed_to = end
+                out.parsed += chunk.count(b"\n", e, end)
+
+    def _plain_line(self, raw: bytes, hits: frozenset, line_no: int, stripper: LauncherStripper, year: int,
+                    out: FileScan, capped: list) -> bool:
+        """A shortcut for lines that need none of the general path (see fastscan): True when it
+        parsed the line. Here: never."""
+        return False
+
+    def _candidate_spans(self, chunk: bytes, base_line: int, out: FileScan) -> list:
+        """(start, end, literals or None) of the chunk's candidate lines, in order: the prefilter's
+        plus the lines of the repetitive families still under their cap."""
         spans = self.prefilter.lines(chunk)
         extra = self._repeat_spans(chunk, base_line, out)
         if extra:
@@ -139,79 +191,61 @@ class Scanner:
             merged = {(s, e): hits for s, e, hits in spans}
             merged.update((span, None) for span in extra)
             spans = sorted((s, e, hits) for (s, e), hits in merged.items())
-        if not spans:
-            return
+        return spans
+
+    @staticmethod
+    def _skip_capped(raw: bytes, capped: list, line_no: int, out: FileScan) -> bool:
+        """A known line of a repetitive family over its cap (see REPEAT_CAPS): counted, not parsed."""
+        hit = next((lit for lit in capped if lit in raw), None)
+        if hit is None:
+            return False
+        out.parsed += 1
+        if line_no > out.last_repeat.get(hit, (0, b""))[0]:
+            out.last_repeat[hit] = (line_no, raw)
+        return True
+
+    def _parse_line(self, cur: _Cursor, s: int, e: int, raw: bytes, hits, line_no: int, year: int,
+                    out: FileScan, capped: list) -> int:
+        """Parse one candidate line (and the lines a block or a wrapped record takes with it) into
+        events; return the position of the newline ending the last line consumed."""
+        cur.pos = e
+        stripper = cur.stripper
         match = self.formats.match
-        n = len(chunk)
-        repeats = out.repeats
-        line_no = base_line + 1
-        counted_to = 0
-        consumed_to = -1
-        cursor = [0]  # position of the newline ending the last line consumed by a block
-
-        def peek() -> str | None:
-            p = cursor[0] + 1
-            if p >= n:
-                return None
-            q = chunk.find(b"\n", p)
-            q = n if q < 0 else q
-            return stripper.strip(clean_line(chunk[p:q]))[1]
-
-        def take() -> str | None:
-            p = cursor[0] + 1
-            if p >= n:
-                return None
-            q = chunk.find(b"\n", p)
-            cursor[0] = n if q < 0 else q
-            return ""
-
-        capped = [lit for lit, (cap, _k) in REPEAT_CAPS.items() if repeats.get(lit, 0) >= cap]
-        for s, e, hits in spans:
-            if s <= consumed_to:
-                continue
-            line_no += chunk.count(b"\n", counted_to, s)
-            counted_to = s
-            cursor[0] = e
-            raw = chunk[s:e]
-            if capped:
-                hit = next((lit for lit in capped if lit in raw), None)
-                if hit is not None:
-                    out.parsed += 1  # a known line of a repetitive family (see REPEAT_CAPS)
-                    if line_no > out.last_repeat.get(hit, (0, b""))[0]:
-                        out.last_repeat[hit] = (line_no, raw)
+        text = clean_line(raw)
+        if hits is not None and _CONTROL.search(raw) is not None:
+            hits = None  # cleaning removed bytes, which can join text into a new literal
+        # The line's launcher prefix first (an srun label, a kubectl timestamp): it belongs to every
+        # record glued on the line, and a record start found after it is not a glued record.
+        line_lf, body = stripper.strip(text)
+        for rec in split_glued(body):
+            lf, rest = stripper.strip(rec, nested=True)
+            lf = stripper.within(line_lf, lf)
+            records = join_block(rest, cur.take, cur.peek)  # None unless rest heads a known block
+            if records is None and rest.startswith("    ") and _quotes_source(cur.chunk, s, stripper):
+                continue  # a traceback's quoted source line: code, not what happened
+            for r in records or (rest,):
+                # Records cut from this line hold only literals the line holds; a joined block
+                # reaches into the next lines, so its candidates come from its shape.
+                m = match(r, None if records else hits)
+                if m is None:
+                    m, r = self._rewrap(cur.chunk, s, cur, r, stripper, match, labelled=bool(lf))
+                if m is None:
                     continue
-            text = clean_line(raw)
-            if hits is not None and _CONTROL.search(raw) is not None:
-                hits = None  # cleaning removed bytes, which can join text into a new literal
-            # The line's launcher prefix first (an srun label, a kubectl timestamp): it belongs to every
-            # record glued on the line, and a record start found after it is not a glued record.
-            line_lf, body = stripper.strip(text)
-            for rec in split_glued(body):
-                lf, rest = stripper.strip(rec, nested=True)
-                lf = stripper.within(line_lf, lf)
-                records = join_block(rest, take, peek)  # None unless rest heads a known block
-                if records is None and rest.startswith("    ") and _quotes_source(chunk, s, stripper):
-                    continue  # a traceback's quoted source line: code, not what happened
-                for r in records or (rest,):
-                    # Records cut from this line hold only literals the line holds; a joined block
-                    # reaches into the next lines, so its candidates come from its shape.
-                    m = match(r, None if records else hits)
-                    if m is None:
-                        m, r = self._rewrap(chunk, s, cursor, r, stripper, match, labelled=bool(lf))
-                    if m is None:
-                        continue
-                    out.parsed += 1
-                    lit = _REPEAT_KIND.get(m[0])
-                    if lit is not None:
-                        repeats[lit] = repeats.get(lit, 0) + 1
-                        if repeats[lit] >= REPEAT_CAPS[lit][0] and lit not in capped:
-                            capped.append(lit)
-                    out.events.append(_make_event(m[0], m[1], lf, out.path, line_no, r, year))
-            if cursor[0] > e:
-                consumed_to = cursor[0]
-                out.parsed += chunk.count(b"\n", e, cursor[0])
+                self._count_repeat(m[0], out, capped)
+                out.add(make_event(m[0], m[1], lf, out.path, line_no, r, year))
+        return cur.pos
 
-    def _rewrap(self, chunk: bytes, s: int, cursor: list, rec: str, stripper: LauncherStripper, match,
+    @staticmethod
+    def _count_repeat(kind: str, out: FileScan, capped: list) -> None:
+        out.parsed += 1
+        lit = _REPEAT_KIND.get(kind)
+        if lit is not None:
+            repeats = out.repeats
+            repeats[lit] = repeats.get(lit, 0) + 1
+            if repeats[lit] >= REPEAT_CAPS[lit][0] and lit not in capped:
+                capped.append(lit)
+
+    def _rewrap(self, chunk: bytes, s: int, cursor: _Cursor, rec: str, stripper: LauncherStripper, match,
                 labelled: bool = False):
         """Try a hard-wrapped record: the previous record start plus following continuation lines.
 
@@ -237,7 +271,7 @@ class Scanner:
                     break
                 p_end = p_start - 1
         n = len(chunk)
-        pos = cursor[0]
+        pos = cursor.pos
         for _ in range(4):
             p = pos + 1
             if p >= n:
@@ -252,13 +286,13 @@ class Scanner:
             joined = " ".join(parts)
             m = match(joined)
             if m is not None:
-                cursor[0] = pos
+                cursor.pos = pos
                 return m, joined
         if len(parts) > 1:
             joined = " ".join(parts)
             m = match(joined)
             if m is not None:
-                cursor[0] = pos
+                cursor.pos = pos
                 return m, joined
         return None, rec
 
@@ -296,67 +330,40 @@ class Scanner:
                 lf, rest = stripper.strip(rec)
                 m = self.formats.match(rest)
                 if m is not None:
-                    out.events.append(_make_event(m[0], m[1], lf, out.path, line_no, rest, year))
+                    out.add(make_event(m[0], m[1], lf, out.path, line_no, rest, year))
         out.last_repeat.clear()
 
     # ---- last line of each writer ------------------------------------------------------------
 
     def _last_lines(self, tail: bytes, total: int, stripper: LauncherStripper, year: int, out: FileScan) -> None:
-        """The last non-blank line of the file and of each writer in it (launcher rank, local rank,
-        NCCL host:pid). A file with one writer needs only its last line; others are walked back
-        until every writer its events named has been met (bounded by the tail kept)."""
-        wanted: set = set()
-        for ev in out.events:
-            if ev.rank is not None:
-                wanted.add(("rank", ev.rank))
-            elif ev.local_rank is not None:
-                wanted.add(("local_rank", ev.local_rank))
-            if ev.host is not None and ev.pid is not None and ev.kind.startswith("nccl_"):
-                wanted.add(("proc", ev.host, ev.pid))
-            if "launcher_pid" in ev.fields:
-                wanted.add(("lpid", ev.fields.get("launcher_ip"), ev.fields["launcher_pid"]))
-        single = len(wanted) <= 1
-        labelled = any(k[0] in ("rank", "local_rank") for k in wanted)
-        quiet_ts: list[float] = []
-        job_line: int | None = None
-        end = len(tail) - 1 if tail.endswith(b"\n") else len(tail)
-        line_no = total + 1
-        seen: dict = {}
-        while end >= 0:
-            start = tail.rfind(b"\n", 0, end) + 1
-            raw = tail[start:end]
-            line_no -= 1
-            end = start - 1
-            if not raw.strip():
-                continue
-            lf, rest = stripper.strip(clean_line(raw).replace("\r", " "))
-            if not rest.strip():
-                continue
-            keys: list = [None]
-            if "rank" in lf:
-                keys.append(("rank", lf["rank"]))
-            elif "local_rank" in lf:
-                keys.append(("local_rank", lf["local_rank"]))
-            if "pid" in lf and "host" not in lf:  # Ray's "(Worker pid=N, ip=A)", as in _make_event
-                keys.append(("lpid", lf.get("ip"), lf["pid"]))
-            who = _NCCL_WHO.match(rest)
-            if who and len(who.group(2)) < 11:
-                keys.append(("proc", who.group(1), int(who.group(2))))
-            if labelled and job_line is None:
-                if len(keys) == 1:  # a line from outside the job (a cron, the scheduler)
-                    t = parse_iso(rest[:40])
-                    if t is not None:
-                        quiet_ts.append(t)
-                else:
-                    job_line = line_no
-            for k in keys:
-                if k not in seen:
-                    seen[k] = LastLine(out.path, line_no, rest.strip()[:MAX_TEXT], event_time(lf, year))
-            if (single or wanted.issubset(seen)) and (not labelled or job_line is not None):
-                break
-        out.last_lines = seen
-        if job_line is not None and len(quiet_ts) >= 2:
-            out.quiet = (min(quiet_ts), max(quiet_ts), job_line)
+        last_lines(tail, total, stripper, year, out)
+
+
+class _Cursor:
+    """The line-by-line view of one chunk that multi-line blocks read through: ``pos`` is the
+    newline ending the last line consumed; ``peek`` returns the next line (launcher prefix
+    stripped) without consuming it, ``take`` consumes it."""
+
+    __slots__ = ("chunk", "n", "pos", "stripper")
+
+    def __init__(self, chunk: bytes, stripper: LauncherStripper):
+        self.chunk, self.n, self.pos, self.stripper = chunk, len(chunk), 0, stripper
+
+    def peek(self) -> str | None:
+        p = self.pos + 1
+        if p >= self.n:
+            return None
+        q = self.chunk.find(b"\n", p)
+        q = self.n if q < 0 else q
+        return self.stripper.strip(clean_line(self.chunk[p:q]))[1]
+
+    def take(self) -> str | None:
+        p = self.pos + 1
+        if p >= self.n:
+            return None
+        q = self.chunk.find(b"\n", p)
+        self.pos = self.n if q < 0 else q
+        return ""
 
 
 def _head_lines(chunk: bytes, want: int = 600, limit: int = 256 << 10) -> list[str]:
@@ -375,19 +382,6 @@ def _head_lines(chunk: bytes, want: int = 600, limit: int = 256 << 10) -> list[s
     return lines
 
 
-def fix_years(events: list[Event]) -> None:
-    """c10's ``MMDD hh:mm:ss`` has no year; each file's mtime gave one. When the job's logs carry
-    full dates (kubectl, DeepSpeed, NCCL 2.26 WARN), their most common year is the better guess,
-    applied to the whole job so that files never disagree on the year among themselves."""
-    years = Counter(time.gmtime(e.ts).tm_year for e in events if e.ts is not None and "mmdd" not in e.fields)
-    if not years:
-        return
-    year = years.most_common(1)[0][0]
-    for e in events:
-        if e.ts is not None and "mmdd" in e.fields and "hms" in e.fields and time.gmtime(e.ts).tm_year != year:
-            e.ts = parse_mmdd(str(e.fields["mmdd"]), str(e.fields["hms"]), year)
-
-
 #: A Python traceback's frame line: the line after it quotes the source, indented by four spaces.
 _FRAME_LINE = re.compile(r'^\s{2}File "[^"\n]{1,4096}", line \d{1,9}')
 
@@ -400,27 +394,3 @@ def _quotes_source(chunk: bytes, s: int, stripper: LauncherStripper) -> bool:
     p_start = chunk.rfind(b"\n", 0, s - 1) + 1
     prev = stripper.strip(clean_line(chunk[p_start:s - 1]))[1]
     return _FRAME_LINE.match(prev) is not None
-
-
-def _make_event(kind: str, fields: dict, lf: dict, path: str, line_no: int, text: str, year: int) -> Event:
-    # Only the NCCL line prefix names the writer (host:pid:tid [dev]); a host or pid inside other
-    # messages (srun's failed node, a ChildFailedError entry) is the subject, kept in fields.
-    writer = kind.startswith("nccl_")
-    host = (fields.pop("host", None) if writer else None) or lf.get("host") or lf.get("pod")
-    pid = fields.pop("pid", None) if writer else None
-    if pid is None:
-        pid = lf.get("pid")
-    cuda_dev = fields.pop("cuda_dev", None) if writer else fields.get("cuda_dev")
-    ts = event_time(fields, year)
-    if lf:
-        if ts is None:
-            ts = event_time(lf, year)
-        if "pid" in lf and "host" not in lf:
-            # Ray's "(Worker pid=N, ip=A)": a pid with no host name, the same on the worker's NCCL lines
-            # and on its prints; with the address, who wrote the line (pids repeat across nodes).
-            fields.setdefault("launcher_pid", lf["pid"])
-            if "ip" in lf:
-                fields.setdefault("launcher_ip", lf["ip"])
-    # positional: this runs once per event (kind, file, line, host, pid, cuda_dev, rank, local_rank, ts, fields, text)
-    return Event(kind, path, line_no, host, pid, cuda_dev, lf.get("rank"), lf.get("local_rank"), ts, fields,
-                 text.strip()[:MAX_TEXT])

@@ -111,6 +111,9 @@ class JobModel:
     #: The live progress model and the time now (``evidence.stall.Live``), set by the incremental
     #: analyzer that ``watch`` runs; None in a batch analysis (no line has an arrival time there).
     live: Any = field(default=None, repr=False)
+    #: The times of every step line read, sorted (None: not counted, read them from the events).
+    #: Files keep only some of their step events (scanner caps, see eventcap); the times are all here.
+    step_times: list[float] | None = None
 
     def by_kind(self, *kinds: str) -> list[Event]:
         """Events of these kinds in file/line order (indexed once: rules ask many times)."""
@@ -253,6 +256,8 @@ def build_job(events: list[Event], scans: list) -> JobModel:
     job = JobModel(ranks=ranks, events=sorted(events, key=lambda e: (e.file, e.line)), ranks_expected=world,
                    hosts=hosts, rank_hosts={**table_hosts, **{r.rank: r.host for r in ranks if r.rank is not None and r.host}}, files=[s.path for s in scans], last_lines=last_by_file,
                    quiet={s.path: s.quiet for s in scans if getattr(s, "quiet", None)})
+    if scans and all(getattr(s, "step_ts", None) is not None for s in scans):
+        job.step_times = sorted(t for s in scans for t in s.step_ts if t == t)  # t != t: NaN, no time
     job.index = {id(e): r for r in ranks for e in r.events}
     for r in ranks:
         for e in r.events:

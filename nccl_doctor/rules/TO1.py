@@ -79,7 +79,9 @@ def _silent_hang(job: JobModel) -> tuple[float, Event, Event | Evidence] | None:
         return None
     quiet = _quiet_after_output(job)
     steps = sorted((e for e in job.by_kind("train_step") if e.ts is not None), key=lambda e: e.ts)
-    if len(steps) < 2:
+    # Every step line's time (files keep only some step events: see nccl_doctor.eventcap).
+    times = job.step_times if job.step_times is not None else [e.ts for e in steps]
+    if len(times) < 2:
         return quiet
     # The end of the logs: the latest timed event or last line of any writer.
     ends: list[tuple[float, Event | Evidence]] = [(e.ts, e) for e in job.events if e.ts is not None]
@@ -87,7 +89,7 @@ def _silent_hang(job: JobModel) -> tuple[float, Event, Event | Evidence] | None:
              for ll in per_file.values() if ll.ts is not None]
     end_ts, end = max(ends, key=lambda te: te[0])
     last = steps[-1]
-    gaps = [b.ts - a.ts for a, b in zip(steps, steps[1:], strict=False) if b.ts > a.ts]
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False) if b > a]
     interval = median(gaps) if gaps else 0.0
     gap = end_ts - last.ts
     if gap >= max(MIN_GAP_S, MIN_GAP_STEPS * interval):

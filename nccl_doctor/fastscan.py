@@ -1,0 +1,200 @@
+"""The fast scan path: Hyperscan's literal hits decide, per candidate line, whether the line needs
+the general path at all; plain lines are matched through a memo of their message.
+
+Most candidate lines of a large job are *plain*: printable ASCII, no launcher prefix, one record,
+not the head of a multi-line block. For those, everything the general path does besides matching
+(cleaning, stripping prefixes, splitting glued records, joining blocks) is the identity, so the
+event is ``make_event(*match(line, hits), {}, ...)``. Matching is memoised on what it depends on:
+the literals the line holds (they fix the candidate patterns, all of one format) and the text
+after that format's line prefix (``host:pid:tid [dev] `` for NCCL, the c10 prefix for torch). The
+prefix's own fields are converted once per distinct prefix already (``FormatSet._head_fields``).
+Thousands of ranks print the same messages ("NCCL INFO Connected all rings", the IB device list,
+the environment), so most lines are a dictionary lookup instead of a regex search.
+
+Every other line (non-ASCII, control characters, a launcher label, glued records, block heads,
+lines no pattern matches, which may be hard-wrapped) takes the general path, line by line, in
+order: the two paths give identical scans (``tests/test_fast_scan.py`` compares them).
+"""
+
+from __future__ import annotations
+
+import re
+
+from .formats import field_dict
+from .launchers import LauncherStripper
+from .records import _GLUE, _NCCL_AT_START, BLOCK_LITERALS
+from .regex_facts import DIGIT_SHAPE, digit_blind
+from .scan_events import make_event
+from .scanner import REPEAT_CAPS, FileScan, Scanner
+
+#: Bytes that send a line to the general path: anything but printable ASCII and tab.
+_NOT_PLAIN = re.compile(rb"[^\t\x20-\x7e]")
+_BLOCKS = frozenset(BLOCK_LITERALS)
+_NO_PREFIX: dict = {}  # the launcher fields of a line without a launcher prefix (never modified)
+#: Memo entries kept per process before a memo starts afresh (bounded whatever the input): lines
+#: keyed on their digit shape repeat across ranks; lines keyed on their exact text (patterns that
+#: read digits, such as a communicator's hex address) repeat less, so that memo is smaller.
+MEMO_MAX = 100_000
+EXACT_MEMO_MAX = 20_000
+
+
+class FastScanner(Scanner):
+    """A Scanner whose candidate lines skip the general path when they are plain (see module doc).
+
+    Needs a prefilter that reports every literal of a line (Hyperscan): with the pure-``re``
+    prefilter the general path is taken for every line, which is the plain Scanner."""
+
+    def __init__(self, formats=None, engine: str | None = None):
+        super().__init__(formats, engine)
+        fs = self.formats
+        self._match = fs.match
+        self._memo: dict = {}  # digit shape -> match spans
+        self._exact: dict = {}  # exact text -> match fields
+        # hits -> (format, every candidate needs its prefix, every candidate digit-blind) when all
+        # candidates of those literals are of one format, else False (matched without the memo)
+        self._plans: dict = {}
+        self._blind = tuple(digit_blind(p.regex) for p in fs.patterns)
+        # pattern index -> (name, is_int, group number) of its named groups, in group order
+        self._groups = tuple(tuple(zip(pl.names, pl.is_int, pl.gidx, strict=True)) for pl in fs._plans)
+
+    def _candidate_spans(self, chunk: bytes, base_line: int, out: FileScan) -> list:
+        """As the general path's, but the lines of the repetitive families get their literal sets
+        too (the prefilter's literals in the line plus the family literals it holds: every format
+        literal of the line), so that they can take the fast path."""
+        spans = self.prefilter.lines(chunk)
+        extra = self._repeat_spans(chunk, base_line, out)
+        if not extra:
+            return spans
+        merged = {(s, e): hits for s, e, hits in spans}
+        every_literal = self.prefilter.engine == "hyperscan"
+        for s, e in extra:
+            if every_literal:
+                own = frozenset(lit.decode() for lit in REPEAT_CAPS if lit in chunk[s:e])
+                merged[(s, e)] = merged.get((s, e), frozenset()) | own
+            else:
+                merged[(s, e)] = None
+        return sorted((s, e, hits) for (s, e), hits in merged.items())
+
+    def _plain_line(self, raw: bytes, hits: frozenset, line_no: int, stripper: LauncherStripper, year: int,
+                    out: FileScan, capped: list) -> bool:
+        if not _BLOCKS.isdisjoint(hits) or _NOT_PLAIN.search(raw) is not None:
+            return False
+        body = raw.decode("ascii")
+        lf = _NO_PREFIX
+        gate = stripper._gate
+        if gate is not None and gate.match(body) is not None:
+            # A launcher prefix (``[rank3]:``, a kubectl time): stripped as the general path does;
+            # the record is then a suffix of the line, holding the line's literals that lie in it.
+            # Open MPI's tag (removed mid-record too) and a second prefix inside take the general path.
+            lf, body = stripper.strip(body)
+            if "openmpi_tag" in lf.get("launchers", ()) or gate.match(body) is not None:
+                return False
+            hits = frozenset(lit for lit in hits if lit in body)
+        if not body or body.find("[rank", 1) >= 0 or body.isspace() or body.startswith("    "):
+            return False  # (an indented line may be a traceback's quoted source, which is skipped)
+        if "NCCL " in body and (body.count("NCCL ") > 1 or _NCCL_AT_START.match(body) is None) \
+                and _GLUE.search(body, 1) is not None:
+            return False  # a glued record may start mid-line: split_glued cuts there
+        m = self._fast_match(body, raw, hits)
+        if m is None:
+            return False  # no match: maybe a hard-wrapped record, which the general path joins
+        kind = m[0]
+        if kind in _REPEAT_KINDS:
+            self._count_repeat(kind, out, capped)
+        else:
+            out.parsed += 1
+        out.add(make_event(kind, m[1], lf, out.path, line_no, body, year))
+        return True
+
+    def _fast_match(self, text: str, raw: bytes, hits: frozenset) -> tuple[str, dict] | None:
+        """``FormatSet.match(text, hits)`` for a plain record (``text`` ends ``raw``), memoised."""
+        plan = self._plans.get(hits)
+        if plan is None:
+            plan = self._plans[hits] = self._plan(hits)
+        if plan is False:
+            return self._match(text, hits)
+        fs = self.formats
+        fmt, prefix_required, blind = plan
+        head = fs._header(fmt, text)
+        if head is None:
+            if prefix_required:
+                return None  # every candidate needs its format's prefix, and the line has none
+            start, hnames, hvalues = 0, (), ()
+        else:
+            start, hnames, hvalues = head
+        rest = text[start:] if start else text
+        if blind:
+            # Keyed on the digit shape: the spans found on one line hold for every line of that shape.
+            hit = self._memoised(self._memo, MEMO_MAX,
+                                 (hits, head is None, raw[len(raw) - len(rest):].translate(DIGIT_SHAPE)),
+                                 self._spans_of, rest, hits, head is None)
+            if hit is False:
+                return None
+            idx, spans = hit
+            groups = field_dict((name, rest[a:b], is_int) for name, is_int, a, b in spans)
+        else:
+            hit = self._memoised(self._exact, EXACT_MEMO_MAX, (hits, head is None, rest), self._match_rest, rest,
+                                 hits, head is None)
+            if hit is False:
+                return None
+            idx, groups = hit
+        p = fs._plans[idx]
+        fields = dict(p.consts) if p.consts else {}
+        if hnames:
+            fields.update(fs._head_fields(p.ints, hnames, hvalues))
+        fields.update(groups)
+        for name in p.bools:
+            value = fields.get(name)
+            fields[name] = bool(value.strip()) if isinstance(value, str) else bool(value)
+        return fs.patterns[idx].kind, fields
+
+    @staticmethod
+    def _memoised(memo: dict, size: int, key: tuple, compute, *args):
+        hit = memo.get(key)
+        if hit is None:
+            hit = compute(*args)
+            if len(memo) >= size:
+                memo.clear()
+            memo[key] = hit
+        return hit
+
+    def _plan(self, hits: frozenset):
+        """(format, all candidates need its prefix, all are digit-blind) when every candidate
+        pattern of ``hits`` belongs to one format (the usual case), else False: such lines go
+        through FormatSet.match as is."""
+        fs = self.formats
+        cand = fs._hit_candidates(hits)
+        formats = {fs.patterns[i].format for i in cand}
+        if len(formats) != 1:
+            return False
+        return (next(iter(formats)), all(fs._plans[i].prefix_required for i in cand),
+                all(self._blind[i] for i in cand))
+
+    def _first_match(self, rest: str, hits: frozenset, headless: bool):
+        """(pattern index, match) of the first candidate matching ``rest``, or (None, None).
+
+        As FormatSet.match: candidates in priority order, a candidate that needs its format's prefix
+        skipped when the line has none. Every candidate's literal is in the record (``hits`` are the
+        literals of the line that lie in the record), so the literal check always passes."""
+        fs = self.formats
+        for idx in fs._hit_candidates(hits):
+            if headless and fs._plans[idx].prefix_required:
+                continue
+            m = fs.patterns[idx].regex.search(rest)
+            if m is not None:
+                return idx, m
+        return None, None
+
+    def _match_rest(self, rest: str, hits: frozenset, headless: bool):
+        idx, m = self._first_match(rest, hits, headless)
+        return False if m is None else (idx, self.formats._plans[idx].group_fields(m))
+
+    def _spans_of(self, rest: str, hits: frozenset, headless: bool):
+        """(pattern index, ((name, is_int, start, end) of each group that took part)) or False."""
+        idx, m = self._first_match(rest, hits, headless)
+        if m is None:
+            return False
+        return idx, tuple((name, is_int, *m.span(g)) for name, is_int, g in self._groups[idx] if m.start(g) >= 0)
+
+
+_REPEAT_KINDS = frozenset(kind for _cap, kind in REPEAT_CAPS.values())

@@ -1,0 +1,56 @@
+"""Events from matched records, and the year of dates that carry none (the scan's output side)."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+from .events import MAX_TEXT, Event
+from .timeparse import event_time, parse_mmdd
+
+
+def fix_years(events: list[Event], years: dict | None = None, scans: list | None = None) -> None:
+    """c10's ``MMDD hh:mm:ss`` has no year; each file's mtime gave one. When the job's logs carry
+    full dates (kubectl, DeepSpeed, NCCL 2.26 WARN), their most common year is the better guess,
+    applied to the whole job so that files never disagree on the year among themselves.
+
+    ``years``: year -> events dated with one, counted over every event (also those a file's cap
+    did not keep, see eventcap) when the scans counted them; else counted here over ``events``.
+    ``scans``: their step times without a year get the same correction as the events."""
+    if years is None:
+        years = Counter(time.gmtime(e.ts).tm_year for e in events if e.ts is not None and "mmdd" not in e.fields)
+    if not years:
+        return
+    year = Counter(years).most_common(1)[0][0]
+    for e in events:
+        if e.ts is not None and "mmdd" in e.fields and "hms" in e.fields and time.gmtime(e.ts).tm_year != year:
+            e.ts = parse_mmdd(str(e.fields["mmdd"]), str(e.fields["hms"]), year)
+    for s in scans or ():
+        for i, mmdd, hms in s.step_mmdd or ():
+            if time.gmtime(s.step_ts[i]).tm_year != year:
+                t = parse_mmdd(mmdd, hms, year)
+                s.step_ts[i] = float("nan") if t is None else t  # NaN: no time (left out of the job's)
+
+
+def make_event(kind: str, fields: dict, lf: dict, path: str, line_no: int, text: str, year: int) -> Event:
+    # Only the NCCL line prefix names the writer (host:pid:tid [dev]); a host or pid inside other
+    # messages (srun's failed node, a ChildFailedError entry) is the subject, kept in fields.
+    writer = kind.startswith("nccl_")
+    host = (fields.pop("host", None) if writer else None) or lf.get("host") or lf.get("pod")
+    pid = fields.pop("pid", None) if writer else None
+    if pid is None:
+        pid = lf.get("pid")
+    cuda_dev = fields.pop("cuda_dev", None) if writer else fields.get("cuda_dev")
+    ts = event_time(fields, year)
+    if lf:
+        if ts is None:
+            ts = event_time(lf, year)
+        if "pid" in lf and "host" not in lf:
+            # Ray's "(Worker pid=N, ip=A)": a pid with no host name, the same on the worker's NCCL lines
+            # and on its prints; with the address, who wrote the line (pids repeat across nodes).
+            fields.setdefault("launcher_pid", lf["pid"])
+            if "ip" in lf:
+                fields.setdefault("launcher_ip", lf["ip"])
+    # positional: this runs once per event (kind, file, line, host, pid, cuda_dev, rank, local_rank, ts, fields, text)
+    return Event(kind, path, line_no, host, pid, cuda_dev, lf.get("rank"), lf.get("local_rank"), ts, fields,
+                 text.strip()[:MAX_TEXT])
