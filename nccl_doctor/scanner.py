@@ -20,6 +20,7 @@ from .prefilter import Prefilter
 from .reading import ReadIssue, clean_line, iter_chunks, looks_binary, open_binary
 from .records import BLOCK_LITERALS, is_continuation, join_block, split_glued
 from .timeparse import event_time, parse_iso, parse_mmdd
+from .wrapped import TerminalWrap, detect_width
 
 TAIL_BYTES = 256 << 10
 #: Repetitive line families, parsed only up to a cap per file (then counted, not parsed), plus
@@ -112,11 +113,14 @@ class Scanner:
                     if looks_binary(chunk[:8192]):
                         out.skipped = "binary data, not a text log"
                         return
-                    modes = detect_modes(_head_lines(chunk))
+                    head = _head_lines(chunk)
+                    modes = detect_modes(head)
                     out.modes = tuple(sorted(modes))
                     stripper = LauncherStripper(modes)
+                    width = detect_width(head)
+                    wrap = TerminalWrap(width) if width else None
                 out.bytes += len(chunk)
-                self._scan_chunk(chunk, base_line, stripper, year, out)
+                self._scan_chunk(chunk, base_line, stripper, year, out, wrap)
                 nl = chunk.count(b"\n")
                 if chunk and not chunk.endswith(b"\n"):
                     nl += 1
@@ -131,7 +135,8 @@ class Scanner:
     # ---- candidate lines ---------------------------------------------------------------------
 
     def _scan_chunk(self, chunk: bytes, base_line: int, stripper: LauncherStripper, year: int,
-                    out: FileScan) -> None:
+                    out: FileScan, wrap: TerminalWrap | None = None) -> None:
+        skip = self._unwrap(chunk, base_line, stripper, year, out, wrap) if wrap is not None and wrap.active else ()
         spans = self.prefilter.lines(chunk)
         extra = self._repeat_spans(chunk, base_line, out)
         if extra:
@@ -167,7 +172,7 @@ class Scanner:
 
         capped = [lit for lit, (cap, _k) in REPEAT_CAPS.items() if repeats.get(lit, 0) >= cap]
         for s, e, hits in spans:
-            if s <= consumed_to:
+            if s <= consumed_to or s in skip:
                 continue
             line_no += chunk.count(b"\n", counted_to, s)
             counted_to = s
@@ -210,6 +215,20 @@ class Scanner:
             if cursor[0] > e:
                 consumed_to = cursor[0]
                 out.parsed += chunk.count(b"\n", e, cursor[0])
+
+    def _unwrap(self, chunk: bytes, base_line: int, stripper: LauncherStripper, year: int, out: FileScan,
+                wrap: TerminalWrap) -> set[int]:
+        """Records a terminal cut at its width (see ``wrapped``): one event each; the starts of the
+        lines they took, which the candidate loop then skips."""
+        taken: set[int] = set()
+        line_no, counted = base_line + 1, 0
+        for j in wrap.join(chunk, clean_line, stripper.strip, self.formats.match):
+            line_no += chunk.count(b"\n", counted, j.start)
+            counted = j.start
+            taken.update(j.starts)
+            out.parsed += len(j.starts)
+            out.events.append(_make_event(j.kind, j.fields, j.label, out.path, line_no, j.text, year))
+        return taken
 
     def _rewrap(self, chunk: bytes, s: int, cursor: list, rec: str, stripper: LauncherStripper, match,
                 labelled: bool = False):
