@@ -118,7 +118,7 @@ class _Source:
             self.head_lines += sum(1 for ln in line.decode("utf-8", "replace").splitlines() if ln.strip())
             if len(self.head) >= HEAD_BYTES or self.head_lines >= HEAD_LINES:
                 self.stripper = self._stripper()
-                self.wrap = self._wrap()
+                self.wrap = self._wrap(self.stripper) if self.stripper is not None else None
                 self.head = bytearray()  # the launcher modes are known for good
                 if self.stripper is None:  # binary: nothing of this source is read
                     self.binary = True
@@ -127,13 +127,13 @@ class _Source:
         if self.stripper is not None and self.pending_bytes >= self.next_commit:
             self._commit()
 
-    def _wrap(self) -> TerminalWrap | None:
+    def _wrap(self, stripper: LauncherStripper) -> TerminalWrap | None:
         """The terminal width of a hard-wrapped source, from the head's complete lines (as the batch scanner)."""
         head = bytes(self.head) or self.partial[:HEAD_BYTES]
         lines = head.decode("utf-8", "replace").splitlines()
         if len(head) >= HEAD_BYTES and not head.endswith(b"\n"):
             lines = lines[:-1]
-        width = detect_width(lines)
+        width = detect_width(lines, stripper.strip, _scanner().formats.match)  # a growing file: as a small one
         return TerminalWrap(width) if width else None
 
     def _stripper(self) -> LauncherStripper | None:
@@ -202,7 +202,7 @@ class _Source:
         out.last_repeat = dict(self.done.last_repeat)
         sc = _scanner()
         # a copy: the width's budget of tries moves on only with committed lines
-        wrap = copy.copy(self.wrap) if self.stripper is not None else (None if self.binary else self._wrap())
+        wrap = copy.copy(self.wrap) if self.stripper is not None else self._wrap(stripper)
         if self.pending:
             sc.scan_chunk(b"".join(self.pending), self.done_lines, stripper, self.year, out, wrap)
         if self.partial:  # the batch reader yields an unterminated last line as a chunk of its own

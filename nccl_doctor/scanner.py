@@ -20,7 +20,7 @@ from .prefilter import Prefilter
 from .reading import ReadIssue, clean_line, iter_chunks, looks_binary, open_binary
 from .records import BLOCK_LITERALS, is_continuation, join_block, split_glued
 from .timeparse import event_time, parse_iso, parse_mmdd
-from .wrapped import TerminalWrap, detect_width
+from .wrapped import SMALL_FILE, TerminalWrap, detect_width
 
 TAIL_BYTES = 256 << 10
 #: Repetitive line families, parsed only up to a cap per file (then counted, not parsed), plus
@@ -117,7 +117,7 @@ class Scanner:
                     modes = detect_modes(head)
                     out.modes = tuple(sorted(modes))
                     stripper = LauncherStripper(modes)
-                    width = detect_width(head)
+                    width = detect_width(head, stripper.strip, self.formats.match, small=out.size <= SMALL_FILE)
                     wrap = TerminalWrap(width) if width else None
                 out.bytes += len(chunk)
                 self._scan_chunk(chunk, base_line, stripper, year, out, wrap)

@@ -15,9 +15,9 @@ when the joined text matches a known pattern and no piece alone matches one. A c
 repeats the first piece's launcher label (wrapping done before a launcher prefixed each line) is
 joined without it.
 
-Cost: a file whose head has no line at its longest length followed by more text is never looked at
-again; otherwise the lines of exactly that width are found by one regex pass per chunk, and a file
-whose first tries join nothing stops trying.
+Cost: a large file is looked at again only when a record cut at its head's longest length joins
+back in the head (``detect_width``); the lines of that width are then found by one regex pass per
+chunk, and a file whose first tries join nothing stops trying.
 """
 
 from __future__ import annotations
@@ -26,39 +26,50 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from .records import is_continuation
+
 #: Shorter lines are not a terminal's width (and too many records would be "wrapped").
 MIN_WIDTH = 60
 #: Pieces joined into one record at most (a 16-line record at width 60 is ~1000 characters).
 MAX_PIECES = 16
 #: A file whose first tries join nothing is not wrapped: stop trying.
-GIVE_UP_AFTER = 400
+GIVE_UP_AFTER = 100
+#: Files up to this size (pastes, captures) are tried on a weaker sign of wrapping than a join in
+#: the head; a larger file pays for the width's regex pass only when its head shows a cut record.
+SMALL_FILE = 16 << 20
 
 Match = Callable[[str], "tuple[str, dict] | None"]
 Strip = Callable[[str], "tuple[dict, str]"]
-
 
 #: The head lines looked at: as many non-blank lines as launcher detection uses, so that the batch
 #: scanner and the incremental one (whose heads differ in length) find the same width.
 HEAD_NONBLANK = 200
 
 
-def detect_width(lines: list[str]) -> int | None:
-    """The terminal width of a wrapped file, from its first lines; None when nothing looks wrapped."""
+def detect_width(lines: list[str], strip: Strip, match: Match, small: bool = True) -> int | None:
+    """The terminal width of a wrapped file, from its first lines; None when nothing looks wrapped.
+
+    The width is the longest line's length. It counts when a record cut there joins back in the
+    head; in a ``small`` file (a paste) also when a line of that length is followed by one that
+    starts no record of its own (the first cut record may come after the head). A log whose longest
+    lines are whole records followed by more records is never looked at again."""
     head: list[str] = []
     nonblank = 0
     for ln in lines:
-        head.append(ln)
+        head.append(ln.rstrip("\r"))
         nonblank += bool(ln.strip())
         if nonblank >= HEAD_NONBLANK:
             break
-    lines = head
-    lens = [len(ln.rstrip("\r")) for ln in lines]
-    if len(lens) < 2:
+    if len(head) < 2:
         return None
-    width = max(lens)
+    width = max(len(ln) for ln in head)
     if width < MIN_WIDTH:
         return None
-    if any(n == width and lines[i + 1].strip() for i, n in enumerate(lens[:-1])):
+    text = "\n".join(head).encode("utf-8", "surrogateescape")
+    for _ in TerminalWrap(width).join(text, lambda b: b.decode("utf-8", "replace"), strip, match):
+        return width
+    if small and any(len(ln) == width and match(ln) is None and is_continuation(strip(head[i + 1])[1])
+                     for i, ln in enumerate(head[:-1])):
         return width
     return None
 
@@ -136,17 +147,21 @@ class TerminalWrap:
             pieces.append(rest if lf else text)
         if len(pieces) < 2 or not pieces[-1].strip():
             return None
-        alone = [match(piece) is not None for piece in pieces]
-        if alone[0]:
-            return None  # the first piece is a record of its own (a long line, not a cut one)
+        # The join is tried first (most runs of a log that is not wrapped join into nothing: one or two
+        # matches), the pieces alone only when it reads as a record.
+        alone: list[bool] | None = None
         for k in range(len(pieces), 1, -1):  # the longest join that reads as one record
-            if any(alone[1:k]):
-                continue  # a piece is a record of its own
             joins = ["".join(p + s for p, s in zip(pieces[:k], [*seps[:k - 1], ""], strict=True))]
-            joins += [j for j in ("".join(pieces[:k]), " ".join(pieces[:k])) if j != joins[0]]
+            if "".join(pieces[:k]) != joins[0]:
+                joins.append("".join(pieces[:k]))
             for text in joins:
                 got = match(text)
-                if got is not None:
-                    return Joined(bounds[0][0], bounds[k - 1][1], tuple(s for s, _ in bounds[:k]), label, text,
-                                  got[0], got[1])
+                if got is None:
+                    continue
+                if alone is None:
+                    alone = [match(piece) is not None for piece in pieces]
+                if any(alone[:k]):
+                    break  # a piece is a record of its own (a long line, not a cut one)
+                return Joined(bounds[0][0], bounds[k - 1][1], tuple(s for s, _ in bounds[:k]), label, text,
+                              got[0], got[1])
         return None

@@ -17,6 +17,7 @@ from nccl_doctor import analyze, rasjson
 from nccl_doctor.evidence import frtrace, ras
 from nccl_doctor.evidence.statements import named_by_torch
 from nccl_doctor.evidence.torchchecks import desync_ranks
+from nccl_doctor.formats import load_formats
 from nccl_doctor.incremental import parse_lines
 from nccl_doctor.wrapped import detect_width
 
@@ -186,10 +187,21 @@ def test_desync_rank_lists():
 # ---- terminal wrapping --------------------------------------------------------------------------------
 
 
-def test_width_is_found_only_when_a_full_line_goes_on():
-    assert detect_width(["x" * 80, "y" * 10]) == 80
-    assert detect_width(["x" * 80, "", "y" * 10]) is None  # the longest line ends its paragraph
-    assert detect_width(["x" * 30, "y" * 10]) is None  # too narrow for a terminal
+def test_width_is_found_only_where_a_cut_record_joins_back():
+    formats = load_formats()
+
+    def strip(text: str) -> tuple[dict, str]:
+        return {}, text
+
+    record = ("[E0304 11:20:07.512395120 ProcessGroupNCCL.cpp:2410] [PG ID 0 PG GUID 0(default_pg) Rank 1]  failure "
+              "detected by watchdog at work sequence id: 5121 PG status: last enqueued work: 5121, last completed work: 5120")
+    assert detect_width([record[:90], record[90:180], record[180:], "short"], strip, formats.match) == 90
+    assert detect_width(["x" * 90, "y" * 10], strip, formats.match, small=False) is None  # nothing joins
+    # a whole record followed by a print: not a cut; a long print followed by one: a cut, in a small file only
+    assert detect_width([record, "> initializing torch distributed ..."], strip, formats.match) is None
+    assert detect_width(["p" * 90, "> initializing torch distributed ...", "x"], strip, formats.match) == 90
+    assert detect_width(["p" * 90, "> initializing torch distributed ...", "x"], strip, formats.match, small=False) is None
+    assert detect_width([record[i:i + 40] for i in range(0, len(record), 40)], strip, formats.match) is None  # narrow
 
 
 def _records(events) -> list[tuple]:
