@@ -49,10 +49,10 @@ HEAD_NONBLANK = 200
 def detect_width(lines: list[str], strip: Strip, match: Match, small: bool = True) -> int | None:
     """The terminal width of a wrapped file, from its first lines; None when nothing looks wrapped.
 
-    The width is the longest line's length. It counts when a record cut there joins back in the
-    head; in a ``small`` file (a paste) also when a line of that length is followed by one that
-    starts no record of its own (the first cut record may come after the head). A log whose longest
-    lines are whole records followed by more records is never looked at again."""
+    The width is the longest line's length. A line of that length that is a record by itself is no
+    sign of wrapping (a log's longest lines are usually whole records). One that is not counts when
+    it joins back with the lines after it into a record; in a ``small`` file (a paste) also when the
+    line after it starts no record of its own (the first cut record may come after the head)."""
     head: list[str] = []
     nonblank = 0
     for ln in lines:
@@ -62,14 +62,16 @@ def detect_width(lines: list[str], strip: Strip, match: Match, small: bool = Tru
             break
     if len(head) < 2:
         return None
-    width = max(len(ln) for ln in head)
+    width = max(map(len, head))
     if width < MIN_WIDTH:
         return None
-    text = "\n".join(head).encode("utf-8", "surrogateescape")
-    for _ in TerminalWrap(width).join(text, lambda b: b.decode("utf-8", "replace"), strip, match):
-        return width
-    if small and any(len(ln) == width and match(ln) is None and is_continuation(strip(head[i + 1])[1])
-                     for i, ln in enumerate(head[:-1])):
+    cut = [i for i in range(len(head) - 1) if len(head[i]) == width and head[i + 1].strip() and match(head[i]) is None]
+    probe = TerminalWrap(width)
+    for i in cut[:8]:
+        text = "\n".join(head[i:i + MAX_PIECES + 1]).encode("utf-8", "surrogateescape")
+        for _ in probe.join(text, lambda b: b.decode("utf-8", "replace"), strip, match):
+            return width
+    if small and any(is_continuation(strip(head[i + 1])[1]) for i in cut):
         return width
     return None
 
