@@ -233,3 +233,28 @@ def test_wrapped_lines_with_a_launcher_label_on_every_piece():
     events = parse_lines([f"[rank0]:{p}" for p in pieces])
     (ev,) = [e for e in events if e.kind == "torch_barrier_missing"]
     assert ev.rank == 0 and ev.get("ranks") == "1, 2"
+
+
+# ---- the one-line verdict says which report named the rank ---------------------------------------------
+
+
+@pytest.mark.parametrize(("path", "want"), [
+    ("ras/ras-2.26-incomplete.log", "rank 11 (10.1.2.17) is missing (ncclras names it) [RK2]"),
+    ("ras/ras-2.27-dead.log", "ranks 8, 15 (10.1.2.18) are missing (ncclras names them) [RK2]"),
+    ("frtrace/rank_stalls.frtrace.log", "rank 2 is missing (torchfrtrace names it) [RK2]"),
+    ("ras/ras-2.27-opcounts.log", "ranks 4, 27 (10.1.2.16, 10.1.2.19) lagged behind [RK3]"),
+])
+def test_headline_names_the_report(path: str, want: str):
+    assert analyze([str(FIX / path)], jobs=1).verdict["headline"] == want
+
+
+def test_headline_of_a_symmetric_hang(tmp_path: Path):
+    timeout = ("[rank{r}]:[E0304 11:20:07.51233041{r} ProcessGroupNCCL.cpp:760] [PG GUID 0(default_pg) Rank {r}] Watchdog "
+               "caught collective operation timeout: WorkNCCL(SeqNum=812, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, "
+               "Timeout(ms)=600000) ran for 600043 milliseconds before timing out.\n")
+    for r in range(2):
+        (tmp_path / f"rank-{r}.log").write_text(timeout.format(r=r), encoding="utf-8")
+    (tmp_path / "ncclras.txt").write_text((FIX / "ras" / "ras-2.28-healthy.log").read_text(), encoding="utf-8")
+    head = analyze([str(tmp_path)], jobs=1).verdict["headline"]
+    assert head == "2 ranks timed out in ALLREDUCE #812; a symmetric hang: ncclras saw every rank launch it [MN3]"
+    assert "healthy" not in head

@@ -25,6 +25,7 @@ class NamedRank:
     events: list[Event] = field(default_factory=list)
     host: str | None = None
     pg: str = "default"
+    source: str = ""  # the report that names it: "ncclras" | "torchfrtrace"
 
 
 def _known(job: JobModel, rank: int | None) -> RankState | None:
@@ -34,9 +35,9 @@ def _known(job: JobModel, rank: int | None) -> RankState | None:
 @_per_job
 def named_silent(job: JobModel) -> list[NamedRank]:
     """Ranks a report says are missing, dead, unresponsive or never arrived."""
-    out = [NamedRank(n.rank, n.state, n.reason, "high", n.events, n.host) for n in ras.missing(job)]
+    out = [NamedRank(n.rank, n.state, n.reason, "high", n.events, n.host, source="ncclras") for n in ras.missing(job)]
     for m in frtrace.missing(job):
-        out += [NamedRank(r, _known(job, r), m.reason, m.confidence, m.events) for r in m.ranks]
+        out += [NamedRank(r, _known(job, r), m.reason, m.confidence, m.events, source="torchfrtrace") for r in m.ranks]
     for n in out:
         if n.host is None and n.state is not None:
             n.host = n.state.host
@@ -47,4 +48,5 @@ def named_silent(job: JobModel) -> list[NamedRank]:
 def named_lagging(job: JobModel) -> list[NamedRank]:
     """Ranks a report says are behind the others (RAS operation counts)."""
     return [NamedRank(b.rank, b.state, b.reason, "high" if b.confident else "medium", b.events,
-                      b.host or (b.state.host if b.state is not None else None)) for b in ras.behind(job)]
+                      b.host or (b.state.host if b.state is not None else None), source="ncclras")
+            for b in ras.behind(job)]
