@@ -153,7 +153,9 @@ class _Source:
                 return
             cut = len(self.pending)
         chunk = b"".join(self.pending[:cut])
-        _scanner().scan_chunk(chunk, self.done_lines, self.stripper, self.year, self.done, self.wrap)
+        sc = _scanner()
+        sc.wrap = self.wrap
+        sc.scan_chunk(chunk, self.done_lines, self.stripper, self.year, self.done)
         self.done_lines += cut
         del self.pending[:cut]
         self.pending_bytes -= len(chunk)
@@ -202,11 +204,11 @@ class _Source:
         out.last_repeat = dict(self.done.last_repeat)
         sc = _scanner()
         # a copy: the width's budget of tries moves on only with committed lines
-        wrap = copy.copy(self.wrap) if self.stripper is not None else self._wrap(stripper)
+        sc.wrap = copy.copy(self.wrap) if self.stripper is not None else self._wrap(stripper)
         if self.pending:
-            sc.scan_chunk(b"".join(self.pending), self.done_lines, stripper, self.year, out, wrap)
+            sc.scan_chunk(b"".join(self.pending), self.done_lines, stripper, self.year, out)
         if self.partial:  # the batch reader yields an unterminated last line as a chunk of its own
-            sc.scan_chunk(self.partial, self.done_lines + len(self.pending), stripper, self.year, out, wrap)
+            sc.scan_chunk(self.partial, self.done_lines + len(self.pending), stripper, self.year, out)
         sc._last_repeats(stripper, self.year, out)
         sc._last_lines((bytes(self.tail) + self.partial)[-TAIL_BYTES:], out.lines, stripper, self.year, out)
         self.view = out
@@ -214,9 +216,12 @@ class _Source:
 
 
 class _ChunkScanner(Scanner):
+    #: The terminal width of the source being scanned (set by it before each call; one thread).
+    wrap: TerminalWrap | None = None
+
     def scan_chunk(self, chunk: bytes, base_line: int, stripper: LauncherStripper, year: int,
-                   out: FileScan, wrap: TerminalWrap | None = None) -> None:
-        self._scan_chunk(chunk, base_line, stripper, year, out, wrap)
+                   out: FileScan) -> None:
+        self._scan_chunk(chunk, base_line, stripper, year, out, self.wrap)
 
 
 _SCANNER: _ChunkScanner | None = None
