@@ -18,6 +18,7 @@ from .events import Event, Skipped
 from .evidence.status import assign_statuses
 from .findings import Finding, Severity
 from .model import JobModel, build_job
+from .rasjson import split_ras_json
 from .scan_events import fix_years
 from .scanner import FileScan, Scanner
 
@@ -156,12 +157,17 @@ def analyze(paths: Iterable[str] | str, *, select: Iterable[str] | None = None, 
 
 
 def _flight_recorder(files: list[InputFile]) -> tuple[list[Event], list[InputFile], list[Skipped]]:
-    """Flight-recorder dumps among the inputs become events; the rest are logs to scan."""
+    """Documents among the inputs become events -- flight-recorder dumps, and ncclras reports in JSON
+    (``ncclras -f json``) -- the rest are logs to scan. (``watch`` calls this too.)"""
     try:
         from .flightrec import split_dumps
     except ImportError:
-        return [], files, []
-    return split_dumps(files)
+        events: list[Event] = []
+        skipped: list[Skipped] = []
+    else:
+        events, files, skipped = split_dumps(files)
+    ras_events, files, ras_skipped = split_ras_json(files)
+    return events + ras_events, files, skipped + ras_skipped
 
 
 def analyze_scans(scans: list[FileScan], skipped: list[Skipped], *, select=None, ignore=None,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from .events import Skipped
 from .flightrec.loader import is_dump_name
+from .rasjson import looks_like_file
 
 #: Files that are never logs. Flight-recorder dumps (``nccl_trace_rank_<N>``, any extension) are kept:
 #: ``flightrec.split_dumps`` reads them.
@@ -59,7 +60,8 @@ def discover(paths: list[str], folders: dict[str, int] | None = None) -> tuple[l
         if key in seen:
             return  # the same file reached twice (symlink, overlapping arguments): read once
         seen.add(key)
-        if display.lower().endswith(_NOT_LOG_SUFFIXES) and not is_dump_name(display):
+        if display.lower().endswith(_NOT_LOG_SUFFIXES) and not is_dump_name(display) and \
+                not (display.lower().endswith(".json") and looks_like_file(display)):  # ncclras -f json
             skipped.append(Skipped(display, "not a log file (by its extension)"))
             return
         if not os.access(display, os.R_OK):

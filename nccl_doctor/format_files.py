@@ -67,8 +67,8 @@ def _load_file(name: str, text: str, strict: bool = False) -> tuple[_Format, lis
     head = data.get("format")
     if not isinstance(head, dict) or not isinstance(head.get("name"), str):
         raise FormatError(f"{name}: missing [format] table with a 'name'")
-    if head.get("kind") == "launcher":
-        return None
+    if head.get("kind") in ("launcher", "json"):
+        return None  # launcher prefixes (launchers.py) and JSON documents (rasjson.py) are read elsewhere
     unknown = set(head) - _FORMAT_KEYS
     if unknown:
         raise FormatError(f"{name}: unknown [format] keys {sorted(unknown)}")

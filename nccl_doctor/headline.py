@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from .evidence import facts
 from .evidence.facts import fmt_ranks, plural
+from .evidence.named import named_silent
+from .evidence.ras import symmetric_hang
 from .findings import Finding, Severity
 from .model import JobModel
 
@@ -45,7 +47,9 @@ def headline(job: JobModel, findings: list[Finding], verdict: dict) -> tuple[str
             first = ""
         then = _followed(job, wait, after=bool(first), short=detail < 40)
         text = "; ".join(p for p in (first, then) if p) or verdict.get("summary", "")
-        if not first and then:
+        if not first and then and symmetric_hang(job):
+            text += "; a symmetric hang: ncclras saw every rank launch it"  # not a missing or slow rank
+        elif not first and then:
             text += "; no single rank stands out" if len(job.ranks) > 1 else "; the rank it waited for is not in the logs"
         if len(text) + len(tag) <= LIMIT:
             return text + tag, rules
@@ -88,7 +92,11 @@ def _doing(job: JobModel, lead: Finding, klass: Finding | None, ranks: list[int]
     """What the culprit did, with the class that explains it or, for a failure, its own error."""
     doing = _DOING[lead.rule]
     if lead.rule == "RK2" and ranks and not any(r.rank in ranks for r in job.ranks):
-        doing = "is missing (no line of its own)" if len(ranks) == 1 else "are missing (no line of their own)"
+        source = next((n.source for n in named_silent(job) if n.rank in ranks and n.source), "")
+        doing = "is missing" if len(ranks) == 1 else "are missing"
+        # a saved report that names it (ncclras, torchfrtrace) says more than the silence of the logs
+        doing += f" ({source} names {'it' if len(ranks) == 1 else 'them'})" if source else \
+            " (no line of its own)" if len(ranks) == 1 else " (no line of their own)"
     elif lead.rule == "RK2" and not ranks and not hosts:
         doing = "is missing"
     if not detail:

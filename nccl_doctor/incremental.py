@@ -19,6 +19,7 @@ across, so cutting there changes nothing. Not thread-safe: feed and read from on
 from __future__ import annotations
 
 import bisect
+import copy
 import dataclasses
 import time
 from collections.abc import Callable, Iterable
@@ -34,6 +35,7 @@ from .launchers import LauncherStripper, detect_modes
 from .reading import MAX_LINE, clean_line, looks_binary
 from .records import _CFE_FIELD, _CFE_IDX, _KV, _STALL_RANK, is_continuation
 from .scanner import TAIL_BYTES, FileScan, Scanner
+from .wrapped import TerminalWrap, detect_width
 
 #: The batch scanner detects launcher modes on the first 256 KiB (at most 400 non-blank lines).
 HEAD_BYTES = 256 << 10
@@ -58,6 +60,7 @@ class _Source:
         self.head = bytearray()  # the first HEAD_BYTES of complete lines: launcher modes, binary check
         self.head_lines = 0  # non-blank lines in `head`, as detect_modes counts them
         self.stripper: LauncherStripper | None = None  # fixed once the head is complete
+        self.wrap: TerminalWrap | None = None  # a terminal's width, found in the head with the stripper
         self.binary = False
         self.pending: list[bytes] = []  # complete, capped lines ending in b"\n"
         self.pending_bytes = 0
@@ -129,6 +132,7 @@ class _Source:
             self.head_lines += sum(1 for ln in line.decode("utf-8", "replace").splitlines() if ln.strip())
             if len(self.head) >= HEAD_BYTES or self.head_lines >= HEAD_LINES:
                 self.stripper = self._stripper()
+                self.wrap = self._wrap(self.stripper) if self.stripper is not None else None
                 self.head = bytearray()  # the launcher modes are known for good
                 if self.stripper is None:  # binary: nothing of this source is read
                     self.binary = True
@@ -136,6 +140,15 @@ class _Source:
                     return
         if self.stripper is not None and self.pending_bytes >= self.next_commit:
             self._commit()
+
+    def _wrap(self, stripper: LauncherStripper) -> TerminalWrap | None:
+        """The terminal width of a hard-wrapped source, from the head's complete lines (as the batch scanner)."""
+        head = bytes(self.head) or self.partial[:HEAD_BYTES]
+        lines = head.decode("utf-8", "replace").splitlines()
+        if len(head) >= HEAD_BYTES and not head.endswith(b"\n"):
+            lines = lines[:-1]
+        width = detect_width(lines, stripper.strip, _scanner().formats.match)  # a growing file: as a small one
+        return TerminalWrap(width) if width else None
 
     def _stripper(self) -> LauncherStripper | None:
         head = bytes(self.head) or self.partial[:HEAD_BYTES]
@@ -154,7 +167,9 @@ class _Source:
                 return
             cut = len(self.pending)
         chunk = b"".join(self.pending[:cut])
-        _scanner().scan_chunk(chunk, self.done_lines, self.stripper, self.year, self.done)
+        sc = _scanner()
+        sc.wrap = self.wrap
+        sc.scan_chunk(chunk, self.done_lines, self.stripper, self.year, self.done)
         self.done_lines += cut
         del self.pending[:cut]
         self.pending_bytes -= len(chunk)
@@ -172,7 +187,10 @@ class _Source:
         """
         strip = self.stripper.strip  # type: ignore[union-attr]
         spans = _scanner().prefilter.spans
+        cut_width = (self.wrap.width - 1, self.wrap.width) if self.wrap is not None else ()
         for i in range(len(self.pending) - 3, 0, -1):
+            if len(self.pending[i - 1].rstrip(b"\r\n")) in cut_width:
+                continue  # the line before may be a piece a terminal cut: its record goes on here
             text = strip(clean_line(self.pending[i][:-1]))[1]
             if _KV.match(text) or _CFE_IDX.match(text) or _CFE_FIELD.match(text) or _STALL_RANK.match(text) \
                     or text.strip() == "<NO_OTHER_FAILURES>" or text[:1].isspace():
@@ -199,6 +217,8 @@ class _Source:
         out.repeats = dict(self.done.repeats)
         out.last_repeat = dict(self.done.last_repeat)
         sc = _scanner()
+        # a copy: the width's budget of tries moves on only with committed lines
+        sc.wrap = copy.copy(self.wrap) if self.stripper is not None else self._wrap(stripper)
         if self.pending:
             sc.scan_chunk(b"".join(self.pending), self.done_lines, stripper, self.year, out)
         if self.partial:  # the batch reader yields an unterminated last line as a chunk of its own
@@ -211,9 +231,12 @@ class _Source:
 
 
 class _ChunkScanner(Scanner):
+    #: The terminal width of the source being scanned (set by it before each call; one thread).
+    wrap: TerminalWrap | None = None
+
     def scan_chunk(self, chunk: bytes, base_line: int, stripper: LauncherStripper, year: int,
                    out: FileScan) -> None:
-        self._scan_chunk(chunk, base_line, stripper, year, out)
+        self._scan_chunk(chunk, base_line, stripper, year, out, self.wrap)
 
 
 _SCANNER: _ChunkScanner | None = None

@@ -58,7 +58,48 @@ KINDS: dict[str, str] = {
     "nccl_no_iface": "what, iface: 'Bootstrap : no socket interface found' / 'No usable listening interface found' / "
     "'no device found matching ib9'",
     "nccl_version_mismatch": "rank_a, ver_a, rank_b, ver_b: 'Mismatched NCCL version detected'",
-    "nccl_ras": "msg: RAS timeout/keep-alive lines",
+    "nccl_ras": "msg: RAS timeout/keep-alive lines; what=listen with addr, port ('RAS network listening socket at "
+    "ip<port>': this process's RAS address), what=dead with addr, port ('RAS declaring peer ip<port> as DEAD'), "
+    "what=peer with peer_addr, peer_port, peer_pid, gpus (the 'RAS peer N: socket ..' table)",
+    "nccl_advice": "msg: an advisory WARN about the node's configuration, not a failure (RCCL's 'Missing \"iommu=pt\" "
+    "from kernel command line', 'NUMA auto balancing enabled', 'Missing \"HSA_FORCE_FINE_GRAIN_PCIE=1\"')",
+    "rccl_banner": "key (version|HIP version|ROCm version|Hostname|Librccl path), value; version, hip, git: RCCL's version "
+    "banner (one line up to ROCm 6.2, five 'Key : value' lines later); the Hostname line is the full host name",
+    # ---- NCCL RAS client report (ncclras; FORMATS-2 section 1). Node = IP of the RAS interface, rank = communicator
+    # rank, pid = in the process's namespace. A report is read back in line order by evidence/ras.py ----
+    "ras_banner": "version, cuda: 'NCCL version 2.27.5 compiled with CUDA 12.9' (first line of a report); runtime, "
+    "driver: 'CUDA runtime version 12090, driver version 12080'",
+    "ras_section": "what (job_summary|communicators|errors|warnings|no_data|outliers|outlier_node), secs (communicators: "
+    "collection time), node, pids (outlier_node: 'Node 10.1.2.20 running processes 50120,50121')",
+    "ras_comm": "group, ncomms, nodes, ranks_per_node (text, 'N' or 'min-max'), size, ranks, status "
+    "(INIT|RUNNING|FINALIZE|ABORT|NOCOMM|UNKNOWN), errors (OK or a comma list): one row of the communicators table",
+    "ras_block": "block (INCOMPLETE|DEAD|TIMEOUT|ERROR|MISMATCH), group, index, comm_hash (per-communicator blocks "
+    "'#0-0 (3fa1c2d4e5b60718) INCOMPLETE'; global blocks have none)",
+    "ras_detail": "what (missing|dead|timeouts|opcounts|status|errors|missing_list|unknown_list|no_info), n, unit "
+    "(rank|process), coll (opcounts: AllReduce, .. or 'collective' before 2.26), ranks (missing_list/unknown_list: "
+    "'1,5'), err_what (errors: Asynchronous|Initialization): the body line that says what a block is about",
+    "ras_process": "pid, node, gpus (CUDA indices '0,1'), nvml: '  Process 48213 on node 10.1.2.17 managing GPU 3'",
+    "ras_rank": "rank, gpu, nvml, pid, node (absent with '[process information not found]'), op (launched up to "
+    "operation N), none (True: not launched any operations), status, err: one rank line, singular ('Rank 4 has "
+    "launched up to operation 5120 -- GPU ..') or under a grouped line ('Rank 4 -- GPU 4 managed by ..')",
+    "ras_ranks": "n, op, none, status, err: a grouped line ('29 ranks have launched up to operation 5121'); the rank "
+    "lines after it belong to it",
+    "ras_event": "ts, event (PEER_DEAD, PEER_UNRESPONSIVE, ..), pid, node, gpus, addr (raw ip<port>), details: one "
+    "line of 'ncclras -m' monitor mode",
+    "ras_client": "what (connect_failed|timeout|closed|version_mismatch), detail: the ncclras client's own messages "
+    "(no report was obtained)",
+    # ---- PyTorch Flight Recorder analyzer (torchfrtrace / fr_trace; FORMATS-2 section 2). One block per collective
+    # with a problem: a header line, then 'key: value' lines; read back in line order by evidence/frtrace.py ----
+    "frtrace_header": "what (not_joining|io_mismatch|errors), seq (the group's collective_seq_id), record_id (older "
+    "'at entry N' wordings), pg, name, missing (older one-line form 'Missing ranks are {3}')",
+    "frtrace_field": "key (internal record id|group info|collective|missing ranks|total input numel|total output "
+    "numel|input sizes|output sizes|world size|expected ranks|collective state|error msg|error message), value",
+    "frtrace_note": "what (no_dumps|no_errors|too_many|missing_dumps|empty_ops), ranks ('{3}' as printed), pg, desc: "
+    "the analyzer's single-line messages and its fatal 'Missing dump files from ranks {3}'",
+    # ---- torchrun's dynamic rendezvous (FORMATS-2 3.8; INFO unless said) ----
+    "elastic_rdzv_node": "what (join_attempt|joined|keepalive_failed|shutdown_failed|store_host), node (descriptor "
+    "fqdn_agentpid_n), run_id, round, node_rank, world (node ranks, not worker ranks), error (failures), pid "
+    "(store_host: the agent hosting the TCP store)",
     "nccl_warn": "msg: any other NCCL WARN line (generic fallback, lowest priority)",
     # ---- nccl-tests (all_reduce_perf & co.; 'Test CUDA failure' is nccl_cuda_fail) ----
     "nccltests_failure": "host, what (NCCL|test), srcfile, srcline, err, last_err: \"dgx-07: Test NCCL failure "
@@ -86,8 +127,10 @@ KINDS: dict[str, str] = {
     "('this local rank', 'rank 1', 'another rank', or the remote rank number), path, enqueued, completed (dump "
     "signal with 'Last enqueued NCCL work'), wait_ms (dump_timeout): flight-recorder dump messages",
     "torch_desync_timeout": "pg_rank, op, count: ' - [0] Timeout at collective: ALLREDUCE, #3' (desync report)",
-    "torch_desync_rank": "rank, state (not_joined|not_finished|inconsistent), finished, missing, detail (inconsistent): "
-    "\"[1] finished collective #2, but didn't join collective #3\"",
+    "torch_desync_rank": "rank (the first of the list), more (', 3, 7': the rest of a rank list), state "
+    "(not_joined|not_finished|never_joined|inconsistent), finished, missing, detail (inconsistent): "
+    "\"[1] finished collective #2, but didn't join collective #3\", 'ranks [1, 3] are the lagging ranks that caused "
+    "this timeout. They never joined any collectives'",
     "torch_pg_options": "pg_id, pg_guid, pg_desc, pg_rank, size, global_rank, timeout_ms, pg_name, split_from, "
     "nccl_version: 'ProcessGroupNCCL initialization options'",
     "torch_pg_env": "async_error_handling, blocking_wait, desync_debug, dump_on_timeout, trace_buffer_size, "
@@ -107,7 +150,9 @@ KINDS: dict[str, str] = {
     "'world_size=8')",
     "torch_store_timeout": "exc_type, err, store_err: TCPStore / rendezvous / store get timeouts ('Timed out after N "
     "seconds waiting for clients', 'wait timeout', 'Socket Timeout', a ncclUniqueId store get that 'got error: "
-    "<store_err>' with a timeout)",
+    "<store_err>' with a timeout); what=init_barrier with rank, key, world_size, joined, timeout (store-based barrier "
+    "after init); what=store_closed ('Failed to recv, got 0 bytes': the store server died); what=store_unreachable "
+    "with store_host, store_port ('client socket has failed to connect', RendezvousConnectionError)",
     "torch_barrier_missing": "reporter (rank 0), ranks (text: '5' or '1, 2'), timeout_ms, exc_type: monitored_barrier "
     "'[Rank 0]: Rank(s) R failed to pass monitoredBarrier in N ms' (the ranks that did not arrive)",
     "gloo_timeout": "timeout_ms, op (recv|send), exc_type, srcfile_msg, srcline_msg: gloo transport timeout of a "

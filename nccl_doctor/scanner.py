@@ -21,6 +21,7 @@ from .prefilter import Prefilter
 from .reading import ReadIssue, clean_line, iter_chunks, looks_binary, open_binary
 from .records import BLOCK_LITERALS, is_continuation, join_block, split_glued
 from .scan_events import make_event
+from .wrapped import SMALL_FILE, TerminalWrap, detect_width
 from .writers import last_lines
 
 TAIL_BYTES = 256 << 10
@@ -118,6 +119,7 @@ class Scanner:
     def _scan_stream(self, fp, out: FileScan) -> None:
         year = time.gmtime(out.mtime or time.time()).tm_year
         stripper: LauncherStripper | None = None
+        wrap: TerminalWrap | None = None
         base_line = 0
         tail = b""
         try:
@@ -126,11 +128,14 @@ class Scanner:
                     if looks_binary(chunk[:8192]):
                         out.skipped = "binary data, not a text log"
                         return
-                    modes = detect_modes(_head_lines(chunk))
+                    head = _head_lines(chunk)
+                    modes = detect_modes(head)
                     out.modes = tuple(sorted(modes))
                     stripper = LauncherStripper(modes)
+                    width = detect_width(head, stripper.strip, self.formats.match, small=out.size <= SMALL_FILE)
+                    wrap = TerminalWrap(width) if width else None
                 out.bytes += len(chunk)
-                self._scan_chunk(chunk, base_line, stripper, year, out)
+                self._scan_chunk(chunk, base_line, stripper, year, out, wrap)
                 nl = chunk.count(b"\n")
                 if chunk and not chunk.endswith(b"\n"):
                     nl += 1
@@ -150,7 +155,8 @@ class Scanner:
     # ---- candidate lines ---------------------------------------------------------------------
 
     def _scan_chunk(self, chunk: bytes, base_line: int, stripper: LauncherStripper, year: int,
-                    out: FileScan) -> None:
+                    out: FileScan, wrap: TerminalWrap | None = None) -> None:
+        skip = self._unwrap(chunk, base_line, stripper, year, out, wrap) if wrap is not None and wrap.active else ()
         spans = self._candidate_spans(chunk, base_line, out)
         if not spans:
             return
@@ -161,7 +167,7 @@ class Scanner:
         consumed_to = -1
         capped = [lit for lit, (cap, _k) in REPEAT_CAPS.items() if repeats.get(lit, 0) >= cap]
         for s, e, hits in spans:
-            if s <= consumed_to:
+            if s <= consumed_to or s in skip:
                 continue
             line_no += chunk.count(b"\n", counted_to, s)
             counted_to = s
@@ -234,6 +240,20 @@ class Scanner:
                 self._count_repeat(m[0], out, capped)
                 out.add(make_event(m[0], m[1], lf, out.path, line_no, r, year))
         return cur.pos
+
+    def _unwrap(self, chunk: bytes, base_line: int, stripper: LauncherStripper, year: int, out: FileScan,
+                wrap: TerminalWrap) -> set[int]:
+        """Records a terminal cut at its width (see ``wrapped``): one event each; the starts of the
+        lines they took, which the candidate loop then skips."""
+        taken: set[int] = set()
+        line_no, counted = base_line + 1, 0
+        for j in wrap.join(chunk, clean_line, stripper.strip, self.formats.match):
+            line_no += chunk.count(b"\n", counted, j.start)
+            counted = j.start
+            taken.update(j.starts)
+            out.parsed += len(j.starts)
+            out.add(make_event(j.kind, j.fields, j.label, out.path, line_no, j.text, year))
+        return taken
 
     @staticmethod
     def _count_repeat(kind: str, out: FileScan, capped: list) -> None:

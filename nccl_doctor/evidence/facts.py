@@ -45,14 +45,16 @@ _CACHED_JOB: list[JobModel] = []
 
 
 def _per_job(fn: Callable[[JobModel], T]) -> Callable[[JobModel], T]:
+    key = f"{fn.__module__}.{fn.__qualname__}"  # two modules may each have a `missing`
+
     @wraps(fn)
     def wrapper(job: JobModel) -> T:
         if not _CACHED_JOB or _CACHED_JOB[0] is not job:  # only the latest job is kept
             _CACHE.clear()
             _CACHED_JOB[:] = [job]
-        if fn.__name__ not in _CACHE:
-            _CACHE[fn.__name__] = fn(job)
-        return _CACHE[fn.__name__]
+        if key not in _CACHE:
+            _CACHE[key] = fn(job)
+        return _CACHE[key]
 
     return wrapper
 

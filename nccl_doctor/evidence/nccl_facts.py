@@ -142,6 +142,13 @@ def driver_too_old(job: JobModel) -> list[Event]:
             if "driver version is insufficient" in low(e)]
 
 
+def node_wide_errors(job: JobModel) -> list[Event]:
+    """Conditions of a node, not of one process, that a class rule of their own reports with the host:
+    its NVSwitch fabric (MN1: fabric manager, NVLS), a full /dev/shm (NC1), a driver older than the
+    runtime (NV1). (Xid errors and node failures have no class of their own: RK1 tells them.)"""
+    return fabric_errors(job) + nvls_errors(job) + shm_errors(job) + driver_too_old(job) + job.by_kind("fabric_manager")
+
+
 #: Categories of facts.failures() that are a process's own crash (not an exit report, a signal
 #: that may be NCCL's own abort, or a transport error).
 _CRASH_CATEGORIES = ("cuda", "oom", "exception", "host")

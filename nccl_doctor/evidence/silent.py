@@ -18,6 +18,8 @@ from .dumps import dump_facts
 from .endings import host_of_rank, quiet_odd_ones
 from .facts import _per_job, file_host, int_in, per_rank_layout, pg_label, plural
 from .failures import failures, job_failed, killed_ranks
+from .named import named_silent
+from .ras import healthy as healthy_report
 from .rendezvous import incomplete
 from .statements import named_by_torch
 from .suspects import _CONF, Suspect, lagging_ranks, stage_outliers
@@ -44,7 +46,7 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
     def add(s: Suspect) -> None:
         if s.host is None and s.rank is not None:
             s.host = job.rank_hosts.get(s.rank)
-        key = s.rank if s.rank is not None else id(s.state)
+        key = s.rank if s.rank is not None else id(s.state if s.state is not None else s)
         if key not in found or _CONF[s.confidence] > _CONF[found[key].confidence]:
             found[key] = s
 
@@ -59,6 +61,9 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
     absent = incomplete(job)
     if absent is not None:
         add(Suspect(None, None, absent.what, "high", absent.events, label="a node that --nnodes expects"))
+    for n in named_silent(job):  # a saved ncclras report or the Flight Recorder analyzer names them
+        if quiet(n.state, n.rank):
+            add(Suspect(n.rank, n.state, n.reason, n.confidence, n.events, n.pg, host=n.host))
     exited = _reported_exits(job)
     gone = dump_facts(job).missing  # ranks without a flight-recorder dump while the others wrote one
     if gone is not None and gone.confidence != "low":
@@ -89,7 +94,8 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
                         "high" if per_rank else "medium", [], host=host,
                         confirmed=per_rank or covered or _launcher_labelled(job)))
     if symptom:
-        _silent_in_timeouts(job, add, quiet, per_rank)
+        if healthy_report(job) is None:  # ncclras got an answer from every rank: nobody went silent
+            _silent_in_timeouts(job, add, quiet, per_rank)
         for st, stage, top in stage_outliers(job):
             if quiet(st, st.rank) and (st.rank is not None or st.host):
                 ev = [e for e in st.events if e.kind.startswith("nccl_")][-1:]

@@ -27,13 +27,14 @@ from .facts import (
     _per_job,
     count_ranks,
     global_rank,
-    int_in,
     owner,
     per_rank_layout,
     pg_label,
     plural,
 )
+from .named import named_lagging
 from .timeouts import WatchdogKill, timeouts_by_pg, watchdog_kills
+from .torchchecks import desync_ranks
 
 
 @dataclass(slots=True, eq=False)
@@ -74,7 +75,7 @@ def lagging_ranks(job: JobModel) -> list[Suspect]:
     def add(s: Suspect) -> None:
         if s.host is None and s.rank is not None:
             s.host = job.rank_hosts.get(s.rank)
-        key = s.rank if s.rank is not None else id(s.state)
+        key = s.rank if s.rank is not None else id(s.state if s.state is not None else s)
         old = found.get(key)
         if old is None or _CONF[s.confidence] > _CONF[old.confidence]:
             found[key] = s
@@ -100,13 +101,17 @@ def lagging_ranks(job: JobModel) -> list[Suspect]:
                             f"while {plural(len(waiting), 'rank')} waited in SeqNum {seq}", "high", [ev], pg))
     _busy_starting(job, add)
     for ev in job.by_kind("torch_desync_rank"):
-        state, rank = ev.get("state"), int_in(ev.get("rank"))
-        if rank is None or state == "inconsistent":
+        state = ev.get("state")
+        if state == "inconsistent":
             continue  # an inconsistent collective is a desync (DSY1), not a straggler
         why = (f"the desync report says it finished collective #{ev.get('finished')} but didn't join "
                f"#{ev.get('missing')}") if state == "not_joined" else \
+            "the desync report says it never joined any collective" if state == "never_joined" else \
             f"the desync report says it joined but didn't finish collective #{ev.get('missing')}"
-        add(Suspect(rank, job.known_ranks().get(rank), why, "high", [ev]))
+        for rank in desync_ranks(ev):
+            add(Suspect(rank, job.known_ranks().get(rank), why, "high", [ev]))
+    for n in named_lagging(job):  # a saved ncclras report: behind the operation count most ranks launched
+        add(Suspect(n.rank, n.state, n.reason, n.confidence, n.events, n.pg, host=n.host))
     _work_list_outliers(job, add)
     if not quiet_odd_ones(job)[0]:  # a rank that wrote nothing is the likelier one they waited for
         waited = sum(len(pt.reports) for pt in timeouts_by_pg(job).values())

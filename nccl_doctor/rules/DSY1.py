@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 
-from ..evidence import facts
+from ..evidence import facts, frtrace
 from ..evidence.dumps import Mismatch as DumpMismatch
 from ..evidence.dumps import dump_facts
 from ..evidence.facts import name_ranks, pg_label
@@ -40,7 +40,9 @@ _TRANSPORT_MISMATCH = re.compile(r"Received data size doesn't match expected siz
 def check(job: JobModel, rule: Rule) -> list[Finding]:
     dumps = dump_facts(job).mismatches
     shown = {(m.pg, m.seq) for m in dumps}
-    found = [_from_dump(job, m) for m in dumps] + _watchdog_mismatch(job, shown) + _reported_mismatch(job)
+    analyzed = frtrace.culprits(job)
+    found = [_from_dump(job, m) for m in dumps] + [_from_analyzer(job, c) for c in analyzed] + \
+        _watchdog_mismatch(job, shown) + _reported_mismatch(job)
     if not found:
         return []
     summary, ranks, hosts, evidence, blame = found[0]
@@ -63,6 +65,13 @@ Mismatch = tuple[str, list, list, list, list]
 def _from_dump(job: JobModel, m: DumpMismatch) -> Mismatch:
     known = job.known_ranks()
     return m.summary, list(m.ranks), [known[r].host for r in m.ranks if r in known], list(m.evidence), []
+
+
+def _from_analyzer(job: JobModel, c: frtrace.Named) -> Mismatch:
+    """The analyzer's culprits, blamed when they differ from a majority of the group."""
+    known = job.known_ranks()
+    return (c.reason, list(c.ranks), [known[r].host for r in c.ranks if r in known], list(c.events),
+            list(c.ranks) if c.majority else [])
 
 
 def _watchdog_mismatch(job: JobModel, shown: set[tuple[str, int]]) -> list[Mismatch]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ..events import Event
-from ..evidence import facts
+from ..evidence import facts, ras
 from ..evidence.dumps import dump_facts
 from ..evidence.facts import fmt_ms, fmt_ranks, pg_label, plural
 from ..findings import Finding, Severity
@@ -41,6 +41,7 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
         parts.append(dumped)
     parts += _timeout_setting(job, main_pg, main)
     parts.append(_not_reporting(job, main_pg, main))
+    parts.append(ras.symmetric_hang(job))  # every rank answered ncclras with the same counts
     lost = _time_lost(job, main)
     if lost:
         parts.append(lost)

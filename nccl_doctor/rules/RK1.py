@@ -17,6 +17,7 @@ import re
 
 from ..evidence import facts
 from ..evidence.facts import plural
+from ..evidence.nccl_facts import node_wide_errors
 from ..findings import Finding, Severity
 from ..model import JobModel
 from .base import Rule
@@ -27,7 +28,11 @@ _VARYING = re.compile(r"0x[0-9a-f]+|\d+")
 
 
 def check(job: JobModel, rule: Rule) -> list[Finding]:
-    crashes = [f for f in facts.failures(job) if f.crash]
+    # A node-wide condition (fabric, /dev/shm, driver) of a process whose rank no line gives is its
+    # class rule's story, told with the host: "a rank failed first" would name no rank.
+    node_wide = {id(e) for e in node_wide_errors(job)}
+    crashes = [f for f in facts.failures(job)
+               if f.crash and not (f.rank is None and any(id(e) in node_wide for e in f.events))]
     live = [f for f in crashes if not f.recovered]
     if not live:
         return [_recovered(rule, f) for f in crashes[:1]]
