@@ -251,7 +251,11 @@ def _echoed_exit(job: JobModel, ev: Event, echo: tuple[set[int], set[int]]) -> b
         known = job.known_ranks()
         if any(r in known and any(e.kind in _OWN_OR_CAUSE for e in known[r].events) for r in named):
             return False  # the rank has errors of its own: its exit is theirs to explain
-        return _only_echoes_unclaimed(job, ev.file)
+        # No line of its own says why (its output filtered away, lost in a buffer): when the ranks
+        # seen timing out themselves exited with 1 (gloo raises the timeout in Python), its exit 1
+        # looks exactly like theirs and says nothing more. (NCCL's watchdog aborts timed-out ranks:
+        # there a lone exit 1 stands out, and stays a failure.)
+        return _only_echoes_unclaimed(job, ev.file) or 1 in _timed_out_exit_codes(job)
     lr = int_in(ev.get("local_rank"))
     procs = [st for st in job.ranks if lr is not None and st.local_rank == lr and ev.file in st.files]
     return bool(procs) and all(id(st) in states for st in procs)
@@ -305,6 +309,14 @@ def _aborted_on_echo(job: JobModel, ev: Event) -> bool:
              if (named and global_rank(job, e) in named)
              or (e.file == ev.file and getattr(owner(job, e), "rank", None) is None)]
     return bool(terms) and all(classify(e, True, False) is None for e in terms)
+
+
+@_per_job
+def _timed_out_exit_codes(job: JobModel) -> set[int]:
+    """The exit codes torchrun's tables give the ranks that were seen timing out."""
+    timed = {r for pt in timeouts_by_pg(job).values() for r in pt.ranks}
+    return {int_in(e.get("exitcode")) for e in job.by_kind("elastic_cfe")
+            if int_in(e.get("rank")) in timed and int_in(e.get("exitcode")) is not None}  # type: ignore[misc]
 
 
 def _only_echoes_unclaimed(job: JobModel, file: str) -> bool:
