@@ -162,23 +162,38 @@ def _signalled_agents(job: JobModel) -> list[Failure]:
     return out
 
 
-def _pair_loose_traceback(out: list[Failure]) -> list[Failure]:
-    """A traceback no rank claims (printed before init_process_group gave the ranks their prefixes)
-    and the one rank whose failed exit the launcher reports in the same file: the same failure, told
-    twice. Only when each is the only one of its kind there."""
+def _pair_loose_traceback(job: JobModel, out: list[Failure]) -> list[Failure]:
+    """A traceback no rank claims (printed before init_process_group gave the ranks their prefixes,
+    or by a thread, which torch's rank prefix does not reach) belongs to the one rank in its file that
+    could have written it: the one whose failed exit the launcher reports there (the same failure,
+    told twice), else the one rank of that file's launcher table with no error line of its own."""
     by_file: dict[str, list[Failure]] = defaultdict(list)
     for f in out:
         by_file[f.events[0].file].append(f)
     drop: set[int] = set()
-    for fs in by_file.values():
+    for file, fs in by_file.items():
         loose = [f for f in fs if f.rank is None and f.label is None and not f.exit_only]
         exits = [f for f in fs if f.rank is not None and f.exit_only]
-        if len(loose) == 1 and len(exits) == 1 and len(fs) == 2:
-            f, ex = loose[0], exits[0]
+        if len(loose) != 1:
+            continue
+        f = loose[0]
+        if len(exits) == 1 and len(fs) == 2:
+            ex = exits[0]
             f.rank, f.state, f.host = ex.rank, ex.state, f.host or ex.host
             f.events = [*f.events, *ex.events]
             drop.add(id(ex))
+        elif not exits and (rank := _only_unspoken_rank(job, file)) is not None:
+            f.rank, f.state = rank, job.known_ranks().get(rank)
+            f.host = f.host or job.rank_hosts.get(rank)
     return [f for f in out if id(f) not in drop]
+
+
+def _only_unspoken_rank(job: JobModel, file: str) -> int | None:
+    """The one rank that ``file``'s launcher table lists and that wrote no error line of its own."""
+    listed = {int_in(e.get("rank")) for e in job.by_kind("elastic_cfe") if e.file == file} - {None}
+    known = job.known_ranks()
+    unspoken = [r for r in listed if r not in known or not (known[r].errors or known[r].timeouts)]
+    return unspoken[0] if len(unspoken) == 1 else None
 
 
 @_per_job
@@ -395,7 +410,7 @@ def failures(job: JobModel) -> list[Failure]:
         out.append(Failure(rank=None, state=None, host=(pb.hosts or [None])[0], category="launcher", what=pb.what,
                            events=pb.events, label=f"the torchrun agent on {pb.hosts[0]}" if pb.hosts else None))
     _name_the_erring_child(job, out)
-    out = _pair_loose_traceback(out)
+    out = _pair_loose_traceback(job, out)
     net_kinds = (*NETWORK_KINDS, "nccl_sock_closed", "nccl_socket_err")
     net_writers = {writer(job, e, line_key) for e in job.by_kind(*net_kinds)}
     for f in out:

@@ -152,6 +152,7 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
                 keys.append(("proc", *next(iter(fp))))
             if not keys:
                 keys = [("file", ev.file)]
+            uf.find(keys[0])  # registered even alone: torchrun's local -> global links look keys up
             for k in keys[1:]:
                 uf.union(keys[0], k)
             key0 = keys[0]
