@@ -90,7 +90,8 @@ class FastScanner(Scanner):
             if "openmpi_tag" in lf.get("launchers", ()) or gate.match(body) is not None:
                 return False
             hits = frozenset(lit for lit in hits if lit in body)
-        if not body or body.find("[rank", 1) >= 0 or body.isspace() or body.startswith("    "):
+        if not body or body.find("[rank", 1) >= 0 or body.find("[R", 1) >= 0 or body.isspace() \
+                or body.startswith("    "):
             return False  # (an indented line may be a traceback's quoted source, which is skipped)
         if "NCCL " in body and (body.count("NCCL ") > 1 or _NCCL_AT_START.match(body) is None) \
                 and _GLUE.search(body, 1) is not None:

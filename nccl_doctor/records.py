@@ -12,7 +12,9 @@ import re
 from collections.abc import Callable
 
 #: Where a second record starts inside a line. Bounded repetitions keep it linear on hostile text.
-_GLUE = re.compile(r"\[rank\d{1,7}\]:\[[IWEF]|(?<![\w.:-])[\w.-]{1,120}:\d{1,10}:\d{1,10} \[\d{1,4}\] NCCL (?:INFO|WARN) ")
+_GLUE = re.compile(r"\[rank\d{1,7}\]:\[[IWEF]|(?<![\w.:-])[\w.-]{1,120}:\d{1,10}:\d{1,10} \[\d{1,4}\] NCCL (?:INFO|WARN) "
+                   # a script's rank tag (two ranks' prints on one line when their writes interleave)
+                   r"|\[(?:[Rr]ank[_=:-]|rank |RANK[ _=:-]?)\d{1,7}\] ")
 
 
 _TS_ONLY = re.compile(r"\s{0,8}\[[\d: .,T-]{10,40}\] ?")
@@ -21,7 +23,7 @@ _NCCL_AT_START = re.compile(r"\s{0,8}(?:\[[\d: .-]{10,40}\] )?[\w.-]{1,120}:\d{1
 
 def split_glued(text: str) -> list[str]:
     """Split one cleaned physical line into records (``\\r`` and mid-line record starts)."""
-    if "\r" not in text and text.find("[rank", 1) < 0:  # the common case, without copies
+    if "\r" not in text and text.find("[rank", 1) < 0 and text.find("[R", 1) < 0:  # the common case, no copies
         n_nccl = text.count("NCCL ")
         if n_nccl == 0 or (n_nccl == 1 and _NCCL_AT_START.match(text)):
             return [text] if text and not text.isspace() else []
@@ -29,7 +31,7 @@ def split_glued(text: str) -> list[str]:
     out: list[str] = []
     for part in parts:
         n_nccl = part.count("NCCL ")
-        glued_rank = "[rank" in part[1:]
+        glued_rank = "[rank" in part[1:] or "[Rank" in part[1:] or "[RANK" in part[1:]
         if not glued_rank and (n_nccl == 0 or (n_nccl == 1 and _NCCL_AT_START.match(part))):
             if part.strip():  # the common case: one record, no mid-line start to look for
                 out.append(part)

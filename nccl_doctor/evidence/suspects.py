@@ -33,6 +33,7 @@ from .facts import (
     plural,
 )
 from .named import named_lagging
+from .steps import step_outlier
 from .timeouts import WatchdogKill, timeouts_by_pg, watchdog_kills
 from .torchchecks import desync_ranks
 
@@ -113,6 +114,9 @@ def lagging_ranks(job: JobModel) -> list[Suspect]:
     for n in named_lagging(job):  # a saved ncclras report: behind the operation count most ranks launched
         add(Suspect(n.rank, n.state, n.reason, n.confidence, n.events, n.pg, host=n.host))
     _work_list_outliers(job, add)
+    behind = step_outlier(job)
+    if behind is not None and not behind.ahead:
+        add(Suspect(behind.rank, job.known_ranks().get(behind.rank), behind.reason, "medium", behind.events))
     if not quiet_odd_ones(job)[0]:  # a rank that wrote nothing is the likelier one they waited for
         waited = sum(len(pt.reports) for pt in timeouts_by_pg(job).values())
         for e in late_arrivals(job):

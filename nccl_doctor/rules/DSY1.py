@@ -22,6 +22,7 @@ from ..evidence import facts, frtrace
 from ..evidence.dumps import Mismatch as DumpMismatch
 from ..evidence.dumps import dump_facts
 from ..evidence.facts import name_ranks, pg_label
+from ..evidence.steps import step_outlier
 from ..findings import Finding
 from ..model import JobModel
 from .base import Rule
@@ -43,6 +44,10 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
     analyzed = frtrace.culprits(job)
     found = [_from_dump(job, m) for m in dumps] + [_from_analyzer(job, c) for c in analyzed] + \
         _watchdog_mismatch(job, shown) + _reported_mismatch(job)
+    confidence = dumps[0].confidence if dumps else "high"
+    ahead = _ran_ahead(job)  # weakest: a rank whose printed step ran ahead of all the others'
+    if ahead and not dumps and not any(m[4] for m in found):
+        found, confidence = ahead + found, "medium"  # the others say a desync happened, not who
     if not found:
         return []
     summary, ranks, hosts, evidence, blame = found[0]
@@ -52,7 +57,7 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
     # The dumps against a clear majority name the odd rank(s): the root cause, whoever exited first.
     if lead is not None:
         blame = ranks if lead.majority and lead.confidence == "high" else []
-    return [rule.finding(summary, confidence=lead.confidence if lead is not None else "high", ranks=ranks,
+    return [rule.finding(summary, confidence=confidence, ranks=ranks,
                          hosts=hosts, evidence=evidence, first_seen=facts.first_ts(evidence),
                          blame_ranks=blame)]  # not its host: other ranks there did nothing wrong
 
@@ -190,3 +195,13 @@ def _fingerprint_mismatch(job: JobModel, reports: list) -> Mismatch:
     known = job.known_ranks()
     return (summary, ranks or [facts.global_rank(job, reports[0])],
             [known[r].host for r in blame if r in known] or [facts.host_of(job, reports[0])], lead, blame)
+
+
+def _ran_ahead(job: JobModel) -> list[Mismatch]:
+    """Every rank printed its step; one went past the step where all the others stopped, waiting."""
+    odd = step_outlier(job)
+    if odd is None or not odd.ahead:
+        return []
+    host = job.rank_hosts.get(odd.rank)
+    return [(f"rank {odd.rank} ran ahead of the others: {odd.reason}", [odd.rank], [host] if host else [],
+             odd.events, [odd.rank])]

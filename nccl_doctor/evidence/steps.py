@@ -1,0 +1,68 @@
+"""The training step each rank reached, and the one rank that stands apart from all the others.
+
+When every rank prints its step and the job broke (ranks timed out or lost their peers), the ranks
+that waited in the same collective printed the same last step. One rank whose last step differs
+from all the others' (who agree) is where the job came apart:
+
+* ahead: it went past a collective the others are still waiting in: it skipped that collective, or
+  ran another one in its place (a desync, DSY1);
+* behind: it stopped before a collective the others entered (a lagging rank, RK3).
+
+The odd rank must have ended in an echo like the others (a timeout or a lost peer; a rank the
+launcher killed may have lost its last prints in a buffer), and every rank of the world must have
+printed its steps. Results are cached per job like the facts.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from ..events import Event
+from ..model import JobModel
+from .endings import endings
+from .facts import _per_job, plural
+
+
+@dataclass(slots=True, eq=False)
+class StepOutlier:
+    rank: int
+    step: int
+    others: int  # the step every other rank reached
+    ahead: bool
+    reason: str
+    events: list[Event] = field(default_factory=list)
+
+
+@_per_job
+def step_outlier(job: JobModel) -> StepOutlier | None:
+    ends = endings(job)
+    if len(ends) < 3 or any(e.how == "cause" for e in ends.values()):
+        return None
+    last: dict[int, Event] = {}
+    for rank, end in ends.items():
+        steps = [e for e in end.state.events if e.kind == "train_step" and e.get("step") is not None] \
+            if end.state is not None else []
+        if len(steps) < 2:
+            return None  # every rank must print its steps, or nothing can be compared
+        last[rank] = max(steps, key=lambda e: (e.file, e.line))
+    counts = Counter(int(e.get("step")) for e in last.values())
+    if len(counts) != 2:
+        return None
+    (common, n), (odd_step, m) = counts.most_common()
+    if m != 1 or n != len(last) - 1:
+        return None
+    rank = next(r for r, e in last.items() if int(e.get("step")) == odd_step)
+    if ends[rank].how not in ("timeout", "echo"):
+        return None  # stopped by the launcher: a SIGTERM may have cut its last prints from a buffer
+    ahead = odd_step > common
+    others = plural(n, "rank")
+    if ahead:
+        reason = (f"its last step line is step {odd_step} while the {others} that waited with it all stopped at "
+                  f"step {common}: it went past a collective they were still waiting in (it skipped it, or ran "
+                  "another one in its place)")
+    else:
+        reason = (f"its last step line is step {odd_step} while the other {others} all reached step {common}: it "
+                  "stopped before a collective they entered")
+    peer = next(e for r, e in last.items() if r != rank)
+    return StepOutlier(rank, odd_step, common, ahead, reason, [last[rank], peer])
