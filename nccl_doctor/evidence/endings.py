@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from ..events import Event
 from ..model import JobModel, RankState
 from .causes import _OWN_ERRORS, _REPORTS, _TIMEOUT_ECHOES, CAUSE_KINDS, classify
+from .exits import forced_kills, state_for_pid
 from .facts import _per_job, file_host, fmt_ranks, int_in, plural
-from .failures import failures, forced_kills, state_for_pid
+from .failures import failures
 from .timeouts import timed_out_states, timeouts_by_pg
 
 #: Echo text of a peer that went away (not a timeout: the waiter did not wait the full window).

@@ -267,14 +267,13 @@ def int_in(value: object) -> int | None:
 
 # Imported last: those modules build on the helpers above (and import them from here).
 from .causes import CAUSE_KINDS, NETWORK_KINDS, classify  # noqa: E402
+from .exits import expand_tasks, state_for_pid  # noqa: E402
 from .failures import (  # noqa: E402
     Failure,
-    expand_tasks,
     failures,
     first_failure,
     job_failed,
     killed_ranks,
-    state_for_pid,
 )
 from .silent import silent_ranks  # noqa: E402
 from .suspects import (  # noqa: E402

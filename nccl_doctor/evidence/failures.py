@@ -16,12 +16,21 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..events import Event
 from ..model import JobModel, RankState
-from .causes import _OWN_ERRORS, _REPORTS, CAUSE_KINDS, NETWORK_KINDS, classify
+from .causes import _REPORTS, CAUSE_KINDS, NETWORK_KINDS, classify
 from .dumps import dump_facts
+from .exits import (
+    _OWN,
+    _OWN_OR_CAUSE,
+    echoed_exit,
+    expand_tasks,
+    fail_ranks,
+    forced_kill,
+    outside_sigterm,
+    state_for_pid,
+)
 from .facts import _per_job, file_host, first_ts, global_rank, host_of, int_in, line_key, owner, writer
 from .rendezvous import is_wrapper_echo, unreachable
 from .timeouts import timed_out_states, timeouts_by_pg, watchdog_kills
@@ -71,57 +80,6 @@ class Failure:
             pid = f", pid {st.pid}" if st is not None and st.pid is not None else ""
             return f"a process on {self.host}{pid} (rank unknown)"
         return "a process (rank not in the log)"
-
-
-def expand_tasks(spec: str | None) -> list[int]:
-    """``8-13,15`` -> [8, 9, 10, 11, 12, 13, 15] (Slurm task lists)."""
-    out: list[int] = []
-    for part in str(spec or "").replace(" ", "").split(","):
-        lo, _, hi = part.partition("-")
-        if lo.isdigit() and (not hi or hi.isdigit()):
-            a, b = int(lo), int(hi) if hi else int(lo)
-            if 0 <= b - a <= 100_000:
-                out.extend(range(a, b + 1))
-    return out
-
-
-def _short_host(host: str | None) -> str | None:
-    return host.split(".", 1)[0] if host else None  # NCCL cuts at the first dot, torchrun's fqdn does not
-
-
-@_per_job
-def _states_by_pid(job: JobModel) -> dict[int, list[RankState]]:
-    out: dict[int, list[RankState]] = defaultdict(list)
-    for r in job.ranks:
-        if r.pid is not None and r.rank is not None:
-            out[r.pid].append(r)
-    return out
-
-
-def state_for_pid(job: JobModel, pid: Any, host: str | None = None, file: str | None = None) -> RankState | None:
-    """The rank process with this pid (on this host, or writing to this file, when the pid alone is
-    ambiguous: pids repeat across containers); None when unknown or still ambiguous."""
-    cands = _states_by_pid(job).get(int_in(pid) or -1, [])
-    if host:
-        cands = [r for r in cands if _short_host(r.host) in (None, _short_host(host))]
-    if len(cands) > 1 and file:
-        cands = [r for r in cands if file in r.files]
-    return cands[0] if len(cands) == 1 else None
-
-
-def _fail_ranks(job: JobModel, ev: Event) -> list[int | None]:
-    """Global ranks a failure event speaks for (exit reports name theirs in the fields or by pid)."""
-    if ev.kind == "slurm_task_exit":
-        return list(expand_tasks(ev.get("tasks"))) or [None]
-    if ev.kind in ("elastic_cfe", "mpi_abort") and int_in(ev.get("rank")) is not None:
-        return [int_in(ev.get("rank"))]
-    if ev.kind in ("elastic_failed", "elastic_cfe", "ds_exit", "oom_killer") and ev.get("pid") is not None:
-        st = state_for_pid(job, ev.get("pid"), ev.get("host") or host_of(job, ev), ev.file)
-        if st is not None:
-            return [st.rank]
-        if ev.kind == "elastic_failed" and (ev.file, int_in(ev.get("pid"))) in _table_ranks(job):
-            return [_table_ranks(job)[(ev.file, int_in(ev.get("pid")))]]
-    return [global_rank(job, ev)]
 
 
 def _name_the_erring_child(job: JobModel, out: list[Failure]) -> None:
@@ -211,20 +169,6 @@ def _only_host(job: JobModel, file: str) -> str | None:
     return next(iter(hosts)) if len(hosts) == 1 else None
 
 
-@_per_job
-def _table_ranks(job: JobModel) -> dict[tuple[str, int | None], int]:
-    """(file, pid) -> global rank from torchrun's failure table (each row names rank and pid); pids
-    that the table gives to two ranks are left out."""
-    seen: dict[tuple[str, int | None], set[int]] = defaultdict(set)
-    for ev in job.by_kind("elastic_cfe"):
-        if int_in(ev.get("pid")) is not None and int_in(ev.get("rank")) is not None:
-            seen[(ev.file, int_in(ev.get("pid")))].add(int_in(ev.get("rank")))  # type: ignore[arg-type]
-    return {k: next(iter(v)) for k, v in seen.items() if len(v) == 1}
-
-
-#: Sets for the per-event tests below (tuples are searched one by one).
-_OWN = frozenset(_OWN_ERRORS)
-_OWN_OR_CAUSE = (_OWN | frozenset(CAUSE_KINDS)) - frozenset(_REPORTS)
 
 
 def _echo_only(job: JobModel, job_timed_out: bool, timed: set[int]) -> tuple[set[int], set[int]]:
@@ -244,107 +188,6 @@ def _echo_only(job: JobModel, job_timed_out: bool, timed: set[int]) -> tuple[set
             if st.rank is not None:
                 ranks.add(st.rank)
     return states, ranks - caused
-
-
-def _echoed_exit(job: JobModel, ev: Event, echo: tuple[set[int], set[int]]) -> bool:
-    """Exit code 1 in torchrun's reports (Python's status after an uncaught exception) of a rank
-    whose exception was an echo: a consequence too; so is an abort (-6) right after a C++ terminate
-    whose what() was an echo (gloo's enforce on a lost peer or a desync). Other codes (-9, 139, an
-    abort with no terminate before it) keep their word."""
-    if ev.kind not in ("elastic_cfe", "elastic_failed"):
-        return False
-    code = int_in(ev.get("exitcode") if ev.kind == "elastic_cfe" else ev.get("code"))
-    if code in (-6, 134):
-        return _aborted_on_echo(job, ev)
-    if code != 1:
-        return False
-    states, ranks = echo
-    named = _fail_ranks(job, ev)
-    if all(r is not None for r in named):
-        if all(r in ranks for r in named):
-            return True
-        known = job.known_ranks()
-        if any(r in known and any(e.kind in _OWN_OR_CAUSE for e in known[r].events) for r in named):
-            return False  # the rank has errors of its own: its exit is theirs to explain
-        # No line of its own says why (its output filtered away, lost in a buffer): when the ranks
-        # seen timing out themselves exited with 1 (gloo raises the timeout in Python), its exit 1
-        # looks exactly like theirs and says nothing more. (NCCL's watchdog aborts timed-out ranks:
-        # there a lone exit 1 stands out, and stays a failure.)
-        return _only_echoes_unclaimed(job, ev.file) or 1 in _timed_out_exit_codes(job)
-    lr = int_in(ev.get("local_rank"))
-    procs = [st for st in job.ranks if lr is not None and st.local_rank == lr and ev.file in st.files]
-    return bool(procs) and all(id(st) in states for st in procs)
-
-
-@_per_job
-def _agent_pids(job: JobModel) -> dict[tuple[str, str], set[int]]:
-    """(kind, file) -> the pids torchrun's agent named: ``elastic_sigterm`` ("Sending process N closing
-    signal SIGTERM", the workers it stops) and ``elastic_forced_kill`` (those it then had to SIGKILL)."""
-    out: dict[tuple[str, str], set[int]] = defaultdict(set)
-    for e in job.by_kind("elastic_sigterm", "elastic_forced_kill"):
-        if int_in(e.get("pid")) is not None:
-            out[(e.kind, e.file)].add(int_in(e.get("pid")))  # type: ignore[arg-type]
-    return out
-
-
-def forced_kills(job: JobModel, file: str) -> set[int]:
-    """pids the agent writing ``file`` SIGKILLed after they ignored its SIGTERM."""
-    return _agent_pids(job).get(("elastic_forced_kill", file), set())
-
-
-def _forced_kill(job: JobModel, ev: Event) -> bool:
-    """A -9 exit (or the table's SIGKILL note) of a worker its agent had to kill: the launcher's doing."""
-    if ev.kind not in ("elastic_failed", "elastic_cfe", "signal"):
-        return False
-    code = int_in(ev.get("exitcode") if ev.kind == "elastic_cfe" else ev.get("code") if ev.kind == "elastic_failed"
-                  else -int_in(ev.get("signal") or 0))
-    return code in (-9, 137) and int_in(ev.get("pid")) in forced_kills(job, ev.file)
-
-
-def _outside_sigterm(job: JobModel, ev: Event) -> tuple[str, str] | None:
-    """A worker that died of a SIGTERM its agent did not send (the agent lists the pids it stops):
-    someone else killed it (an operator, the scheduler, a preemption); a cause, not the launcher's
-    clean-up."""
-    if ev.kind not in ("elastic_failed", "elastic_cfe"):
-        return None
-    code = int_in(ev.get("exitcode") if ev.kind == "elastic_cfe" else ev.get("code"))
-    pid = int_in(ev.get("pid"))
-    sent = _agent_pids(job).get(("elastic_sigterm", ev.file))
-    if code not in (-15, 143) or pid is None or not sent or pid in sent:
-        return None
-    return "signal", (f"exit code {code} (SIGTERM) that the launcher did not send (it stopped pids "
-                      f"{', '.join(map(str, sorted(sent)[:6]))}): killed from outside, by an operator, "
-                      "the scheduler or a preemption")
-
-
-def _aborted_on_echo(job: JobModel, ev: Event) -> bool:
-    """The rank's C++ terminates (its own, or in the report's file with no rank) were all echoes."""
-    named = [r for r in _fail_ranks(job, ev) if r is not None]
-    terms = [e for e in job.by_kind("cpp_terminate")
-             if (named and global_rank(job, e) in named)
-             or (e.file == ev.file and getattr(owner(job, e), "rank", None) is None)]
-    return bool(terms) and all(classify(e, True, False) is None for e in terms)
-
-
-@_per_job
-def _timed_out_exit_codes(job: JobModel) -> set[int]:
-    """The exit codes torchrun's tables give the ranks that were seen timing out."""
-    timed = {r for pt in timeouts_by_pg(job).values() for r in pt.ranks}
-    return {int_in(e.get("exitcode")) for e in job.by_kind("elastic_cfe")
-            if int_in(e.get("rank")) in timed and int_in(e.get("exitcode")) is not None}  # type: ignore[misc]
-
-
-def _only_echoes_unclaimed(job: JobModel, file: str) -> bool:
-    """The tracebacks in ``file`` that no rank claims (printed before ``init_process_group`` gave
-    the ranks their prefixes, or by a script without them) are all echoes of a wait or a lost peer:
-    then an exit code 1 without a traceback of its own is one of those echoes."""
-    loose = [e for e in job.by_kind(*_OWN) if e.file == file and getattr(owner(job, e), "rank", None) is None
-             and not str(e.get("exc_type") or "").endswith(_LAUNCHER_TYPES)]  # the launcher's own traceback
-    return bool(loose) and all(classify(e, True, False) is None for e in loose)
-
-
-#: Exceptions a launcher raises about its children (torchrun's own traceback ends in one of them).
-_LAUNCHER_TYPES = ("ChildFailedError", "SignalException")
 
 
 @_per_job
@@ -382,12 +225,12 @@ def failures(job: JobModel) -> list[Failure]:
     merged: dict[tuple, Failure] = {}
     for ev in job.by_kind(*CAUSE_KINDS):
         st = owner(job, ev)
-        cls = classify(ev, job_timed_out, st is not None and id(st) in timed) or _outside_sigterm(job, ev)
-        if cls is None or _echoed_exit(job, ev, echo) or is_wrapper_echo(job, ev) or _forced_kill(job, ev):
+        cls = classify(ev, job_timed_out, st is not None and id(st) in timed) or outside_sigterm(job, ev)
+        if cls is None or echoed_exit(job, ev, echo) or is_wrapper_echo(job, ev) or forced_kill(job, ev):
             continue
         cat, what = cls
         own = global_rank(job, ev)
-        for rank in _fail_ranks(job, ev):
+        for rank in fail_ranks(job, ev):
             # a rank named only by a launcher report (no log of its own) has no process state
             rst = by_rank.get(rank) if rank is not None and rank in by_rank else st if rank == own else None
             host = ev.get("host") or ev.get("on_host") if ev.kind in ("slurm_task_exit", "elastic_cfe",
