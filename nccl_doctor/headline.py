@@ -97,6 +97,8 @@ def _doing(job: JobModel, lead: Finding, klass: Finding | None, ranks: list[int]
         # a saved report that names it (ncclras, torchfrtrace) says more than the silence of the logs
         doing += f" ({source} names {'it' if len(ranks) == 1 else 'them'})" if source else \
             " (no line of its own)" if len(ranks) == 1 else " (no line of their own)"
+        if "exited with status 0" in lead.summary:  # endings.left_early: gone before the others failed
+            doing = "left the job early (exit status 0, no line of its own)"
     elif lead.rule == "RK2" and not ranks and not hosts:
         doing = "is missing"
     if not detail:

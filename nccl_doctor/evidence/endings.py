@@ -43,6 +43,7 @@ class Ending:
     how: str  # cause | timeout | echo | story | killed | none
     events: list[Event] = field(default_factory=list)
     peer_gone: bool = False  # its echo is a peer that closed the connection
+    left: bool = False  # its node's launcher table leaves it out: it had exited with status 0
 
 
 @_per_job
@@ -56,6 +57,7 @@ def endings(job: JobModel) -> dict[int, Ending]:
     timed = timed_out_states(job)
     timed_ranks = {r for pt in timeouts_by_pg(job).values() for r in pt.ranks}
     killed = _launcher_kills(job)
+    left = left_early(job)
     exits = {int_in(e.get("rank")) for e in job.by_kind("elastic_cfe")
              if int_in(e.get("exitcode")) not in (None, 0, -15, 143) and "TERM" not in str(e.get("sig") or "")
              and int_in(e.get("rank")) not in killed}
@@ -79,7 +81,9 @@ def endings(job: JobModel) -> dict[int, Ending]:
             how = "none"
         gone = how == "echo" and any(_PEER_GONE.search(_text(e)) for e in own) \
             and all(classify(e, True, False) is None for e in own)
-        out[rank] = Ending(rank, st, how, own[:2] + killed.get(rank, [])[:1], gone)
+        gone_early = how == "none" and rank in left
+        out[rank] = Ending(rank, st, how, own[:2] + killed.get(rank, [])[:1] + (left[rank][:2] if gone_early else []),
+                           gone, gone_early)
     return out
 
 
@@ -117,7 +121,8 @@ def quiet_odd_ones(job: JobModel) -> tuple[list[Ending], str]:
         # Nobody waited out a timeout: a peer went away. A rank the launcher stopped was still
         # alive then, and a rank with no line at all may just not print: only a rank whose own
         # lines stop with no error, and no failed exit, left.
-        quiet = [e for e in quiet if e.how == "none" and e.state is not None]
+        # A rank its node's launcher table leaves out had exited (status 0) before the others failed.
+        quiet = [e for e in quiet if e.how == "none" and (e.state is not None or e.left)]
     if not quiet:
         return [], ""
     seen = ("timed out waiting" if timed == len(waited) else "lost the connection to a peer" if timed == 0
@@ -125,11 +130,51 @@ def quiet_odd_ones(job: JobModel) -> tuple[list[Ending], str]:
     return quiet, f"{plural(len(waited), 'rank')} ({fmt_ranks(e.rank for e in waited)}) {seen}"
 
 
+@_per_job
+def left_early(job: JobModel) -> dict[int, list[Event]]:
+    """Ranks that torchrun's failure table of their node leaves out although it lists other ranks of
+    that node. The agent stops every worker still running when one fails (they are listed, SIGTERM
+    -15), so a worker of that node that is not listed had already exited, with status 0.
+
+    A node's ranks are a block: ``rank - local_rank`` is its first, and it holds ``world / nodes``
+    ranks when the world divides evenly among the tables' hosts (else up to the last rank listed).
+    Returns rank -> the lines of the table that leaves it out."""
+    tables: dict[tuple, dict[int, int]] = {}  # (file, host) -> rank -> local rank
+    lines: dict[tuple, list[Event]] = {}
+    for ev in job.by_kind("elastic_cfe"):
+        rank, local = int_in(ev.get("rank")), int_in(ev.get("local_rank"))
+        if rank is not None and local is not None and 0 <= local <= rank:
+            tables.setdefault((ev.file, ev.get("host")), {})[rank] = local
+            lines.setdefault((ev.file, ev.get("host")), []).append(ev)
+    if not tables:
+        return {}
+    listed = {r for t in tables.values() for r in t}
+    # Past the last rank listed only when the nodes are known to be several (each with its table):
+    # one table and one host seen may be one node of a job whose other nodes left no log here.
+    nodes = len({host for _f, host in tables} | set(job.hosts))
+    world = job.ranks_expected if job.ranks_expected and not job.partial_logs else None
+    per_node = world // nodes if world and nodes > 1 and len(tables) == nodes and world % nodes == 0 else None
+    out: dict[int, list[Event]] = {}
+    for key, table in tables.items():
+        bases = {r - lr for r, lr in table.items()}
+        if len(bases) != 1:
+            continue
+        base = bases.pop()
+        top = base + per_node - 1 if per_node else max(table)
+        for r in range(base, min(top, base + 4096) + 1):
+            if r not in listed:
+                out[r] = lines[key]
+    return out
+
+
 def host_of_rank(job: JobModel, e: Ending) -> str | None:
     if e.state is not None and e.state.host:
         return e.state.host
     if e.rank in job.rank_hosts:
         return job.rank_hosts[e.rank]
+    if e.left:
+        hosts = {ev.get("host") for ev in left_early(job).get(e.rank, ())} - {None}
+        return next(iter(hosts)) if len(hosts) == 1 else None
     files = set(e.state.files) if e.state is not None else set()
     hosts = {file_host(job, f) for f in files}
     return next(iter(hosts)) if len(hosts) == 1 else None

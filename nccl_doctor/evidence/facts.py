@@ -92,6 +92,9 @@ def count_ranks(ranks: Iterable[int | None], n: int | None = None) -> str:
     total = n if n is not None else len(vals)
     if vals and total == 1:
         return f"rank {vals[0]}"
+    if vals and total > len(vals):  # some processes of unknown rank among them
+        return (f"{plural(total, 'process')} ({'rank' if len(vals) == 1 else 'ranks'} {fmt_ranks(vals)} and "
+                f"{total - len(vals)} of unknown rank)")
     if vals:
         return f"{plural(total, 'rank')} ({fmt_ranks(vals)})"
     return plural(total, "process")

@@ -135,6 +135,21 @@ def _pair_loose_traceback(job: JobModel, out: list[Failure]) -> list[Failure]:
         if len(loose) != 1:
             continue
         f = loose[0]
+        signum = _dump_signal(f)
+        if signum is not None:
+            # Python's own dump of a fatal signal ("Fatal Python error: Aborted") was written by the
+            # process that died of that signal: the launcher's table says which rank that was. A
+            # rank that had already timed out or lost a peer aborted while tearing down: an echo.
+            died = _died_of(job, file, signum)
+            if died is not None:
+                timed_out = bool(timeouts_by_pg(job)) or bool(watchdog_kills(job))
+                if died in _echo_only(job, timed_out, timed_out_states(job))[1]:
+                    drop.add(id(f))
+                    continue
+                f.rank, f.state = died, job.known_ranks().get(died)
+                f.host = f.host or job.rank_hosts.get(died)
+                drop.update(id(ex) for ex in exits if ex.rank == died)
+                continue
         if len(exits) == 1 and len(fs) == 2:
             ex = exits[0]
             f.rank, f.state, f.host = ex.rank, ex.state, f.host or ex.host
@@ -143,7 +158,36 @@ def _pair_loose_traceback(job: JobModel, out: list[Failure]) -> list[Failure]:
         elif not exits and (rank := _only_unspoken_rank(job, file)) is not None:
             f.rank, f.state = rank, job.known_ranks().get(rank)
             f.host = f.host or job.rank_hosts.get(rank)
+    # A rank now named twice (its log-dir file and the console both hold the dump): one failure.
+    first: dict[int, Failure] = {}
+    for f in out:
+        if id(f) in drop or f.rank is None or f.label is not None:
+            continue
+        if f.rank in first and first[f.rank].exit_only == f.exit_only:
+            first[f.rank].events.extend(f.events)
+            drop.add(id(f))
+        else:
+            first.setdefault(f.rank, f)
     return [f for f in out if id(f) not in drop]
+
+
+#: Python's names of the fatal signals it dumps a stack for (faulthandler), and their numbers.
+_DUMPED_SIGNALS = {"Aborted": 6, "Segmentation fault": 11, "Bus error": 7, "Floating-point exception": 8,
+                   "Floating point exception": 8, "Illegal instruction": 4}
+
+
+def _dump_signal(f: Failure) -> int | None:
+    ev = f.events[0]
+    if ev.kind != "signal" or ev.get("sig") != "Fatal Python error":
+        return None
+    return _DUMPED_SIGNALS.get(str(ev.get("detail") or "").strip())
+
+
+def _died_of(job: JobModel, file: str, signum: int) -> int | None:
+    """The one rank that ``file``'s launcher table reports dead of signal ``signum``."""
+    ranks = {int_in(e.get("rank")) for e in job.by_kind("elastic_cfe")
+             if e.file == file and int_in(e.get("exitcode")) in (-signum, 128 + signum)} - {None}
+    return ranks.pop() if len(ranks) == 1 else None
 
 
 def _only_unspoken_rank(job: JobModel, file: str) -> int | None:

@@ -116,6 +116,10 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
                          "it did not stop): it was hung or frozen"), "high"
         elif e.how == "killed":
             why, conf = f"it wrote no error while {seen}; the launcher had to stop it (SIGTERM): it was hung", "high"
+        elif e.left:
+            why, conf = (f"it is not among the failed processes in its node's launcher report, so it had already "
+                         f"exited with status 0 when {seen}: it left the job early (a return or exit in the "
+                         "script, a shorter data shard)"), "high"
         elif e.state is not None:
             why, conf = f"it wrote no error while {seen}, and its lines stop there: it hung or left without a word", "high"
         else:

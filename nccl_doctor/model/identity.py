@@ -167,6 +167,7 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
     shared |= {f for f, r in {(e.file, e.rank) for e in events if e.rank is not None}
                if file_rank(f) not in (None, r)}
     _link_local_to_global(events, uf)
+    _link_log_folders(events, uf)
     groups: dict = defaultdict(list)
     root_of: dict[tuple, tuple] = {}
     for ev, k in zip(events, ev_key, strict=True):
@@ -233,6 +234,59 @@ def _link_local_to_global(events: list[Event], uf: _Union) -> None:
             key = ("local", f, lr)
             if len(globs) == 1 and key in uf.parent:  # an ambiguous map (membership changed) links nothing
                 uf.union(("rank", next(iter(globs))), key)
+
+
+_ATTEMPT = re.compile(r"^(?P<run>.*)/attempt_(?P<k>\d{1,6})$")
+
+
+def _link_log_folders(events: list[Event], uf: _Union) -> None:
+    """Several nodes' torchrun ``--log-dir`` trees, each under a folder named after its node
+    (``logs-gpu-07/<run>/attempt_0/1/``): the node's failure table (``host``, ``rank (local_rank)``)
+    maps the folder's local rank to its global rank. Only a run's last attempt: a restart may give
+    a node other ranks, and the table tells the last one."""
+    by_host: dict[str, dict[int, set[int]]] = defaultdict(lambda: defaultdict(set))
+    for ev in events:
+        host, rank, local = ev.get("host"), ev.get("rank"), ev.get("local_rank")
+        if ev.kind == "elastic_cfe" and host and isinstance(rank, int) and isinstance(local, int):
+            by_host[str(host)][local].add(rank)
+            by_host[str(host).split(".", 1)[0]][local].add(rank)
+    if not by_host:
+        return
+    slots = [k for k in uf.parent if k[0] == "logdir"]
+    last: dict[str, int] = {}
+    hosts_of: dict[str, str | None] = {}
+    for _kind, attempt, _local in slots:
+        m = _ATTEMPT.match(attempt)
+        if m:
+            last[m.group("run")] = max(last.get(m.group("run"), 0), int(m.group("k")))
+    for key in slots:
+        _kind, attempt, local = key
+        m = _ATTEMPT.match(attempt)
+        if m is None or int(m.group("k")) != last[m.group("run")]:
+            continue
+        run = m.group("run")
+        if run not in hosts_of:
+            hosts_of[run] = _host_in_path(run, by_host)
+        host = hosts_of[run]
+        globs = by_host[host].get(local, set()) if host else set()
+        if len(globs) == 1:
+            uf.union(("rank", next(iter(globs))), key)
+
+
+def _host_in_path(path: str, hosts: dict) -> str | None:
+    """The longest host name that stands alone in ``path`` (between separators), when only one does.
+    Looked up piece by piece (the stretches between separators and their runs), never a regex per
+    host: thousands of hosts and folders stay cheap."""
+    found: set[str] = set()
+    for part in path.replace("\\", "/").split("/")[-8:]:
+        cuts = [0] + [m.end() for m in re.finditer(r"[^A-Za-z0-9]", part[:256])]
+        ends = [m.start() for m in re.finditer(r"[^A-Za-z0-9]", part[:256])] + [min(len(part), 256)]
+        found.update(part[a:b] for a in cuts for b in ends if b - a >= 2 and part[a:b] in hosts)
+    if not found:
+        return None
+    longest = max(len(h) for h in found)
+    best = [h for h in found if len(h) == longest]
+    return best[0] if len(best) == 1 else None
 
 
 def _merge_same_rank(procs: list[Proc]) -> list[Proc]:

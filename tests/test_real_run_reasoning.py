@@ -1,0 +1,103 @@
+"""Causal reasoning on real torchrun output (line shapes copied from fixtures/realruns/ recordings of
+train4.py, with other host names, pids and ports), checked end to end on small hand-made folders.
+
+Expected values come from what the text says, read by hand: which rank the launcher's table leaves
+out, which rank died of which signal, who had already timed out.
+"""
+
+from __future__ import annotations
+
+from nccl_doctor import analyze
+from nccl_doctor.evidence.facts import count_ranks
+from nccl_doctor.model.identity import _host_in_path
+
+_ECHO = ("[rank{r}]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] "
+         "Connection closed by peer [10.0.0.7]:4{r}11. This is typically caused by a remote worker crashing.")
+_TIMEOUT = ("[rank{r}]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78]"
+            " Timed out waiting 12000ms for recv operation to complete")
+
+
+def _row(idx: int, host: str, rank: int, local: int, code: int, pid: int) -> list[str]:
+    sig = {-15: "  (SIGTERM)", -6: "  (SIGABRT)"}.get(code, " ")
+    tb = (f"Signal {-code} ({sig.strip(' ()')}) received by PID {pid}" if code < 0
+          else "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html")
+    return [f"[{idx}]:", "  time      : 2026-11-23_23:51:22", f"  host      : {host}",
+            f"  rank      : {rank} (local_rank: {local})", f"  exitcode  : {code} (pid: {pid}){sig}",
+            "  error_file: <N/A>", f"  traceback : {tb}"]
+
+
+def _table(host: str, others: list[tuple], root: tuple) -> list[str]:
+    out = ["torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+           "============================================================", "/job/train.py FAILED",
+           "------------------------------------------------------------", "Failures:"]
+    for i, (rank, local, code, pid) in enumerate(others, 1):
+        out += _row(i, host, rank, local, code, pid)
+    if not others:
+        out.append("  <NO_OTHER_FAILURES>")
+    out += ["------------------------------------------------------------", "Root Cause (first observed failure):"]
+    out += _row(0, host, *root)
+    return out + ["============================================================"]
+
+
+def _write(tmp_path, name: str, lines: list[str]):
+    (tmp_path / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_a_rank_that_left_with_status_0_is_the_one_its_peers_lost(tmp_path):
+    # Ranks 0, 2 and 3 lose a peer; the table lists them (two SIGTERMed, rank 2 exit 1) and leaves
+    # rank 1 out: torchrun stops every worker still running, so rank 1 had already exited, status 0.
+    lines = ["2026-11-23 23:51:19,892 | INFO | world 4, 24 steps, 577 parameters"]
+    lines += [_ECHO.format(r=r) for r in (0, 2, 3)]
+    lines += _table("node-a", [(0, 0, -15, 811), (3, 3, -15, 814)], (2, 2, 1, 813))
+    _write(tmp_path, "console.log", lines)
+    report = analyze([str(tmp_path)], jobs=1)
+    assert report.verdict["ranks"] == [1]
+    rk2 = [f for f in report.findings if f.rule == "RK2"]
+    assert rk2 and "exited with status 0" in rk2[0].summary
+    assert not [f for f in report.findings if f.rule == "RK1"]
+
+
+def test_the_last_rank_listed_bounds_a_lone_table(tmp_path):
+    # Only ranks 0-2 are in the one table and nothing says the job has one node: rank 3 may live on
+    # a node whose log is not here, so nothing says that it left.
+    lines = [_ECHO.format(r=r) for r in (0, 1, 2)]
+    lines += _table("node-a", [(0, 0, -15, 811), (1, 1, -15, 812)], (2, 2, 1, 813))
+    _write(tmp_path, "console.log", lines)
+    report = analyze([str(tmp_path)], jobs=1)
+    assert 3 not in (report.verdict or {}).get("ranks", [])
+
+
+def test_an_abort_after_its_own_timeout_is_teardown_not_the_cause(tmp_path):
+    # Rank 1 timed out (its traceback), then aborted while exiting: Python's dump "Fatal Python error:
+    # Aborted" carries no rank, and the table says rank 1 died of SIGABRT. Rank 2 wrote nothing and
+    # was stopped with SIGTERM: the hung one.
+    lines = [_TIMEOUT.format(r=0), _TIMEOUT.format(r=1), "terminate called without an active exception",
+             "Fatal Python error: Aborted", "", "Thread 0x00007fb3fd835b80 (most recent call first):",
+             "  <no Python frame>", _TIMEOUT.format(r=3)]
+    lines += _table("node-a", [(0, 0, -15, 845), (2, 2, -15, 847), (3, 3, -15, 848)], (1, 1, -6, 846))
+    _write(tmp_path, "console.log", lines)
+    report = analyze([str(tmp_path)], jobs=1)
+    assert report.verdict["ranks"] == [2]
+    assert not [f for f in report.findings if f.rule == "RK1"]
+
+
+def test_a_signal_dump_goes_to_the_rank_that_died_of_that_signal(tmp_path):
+    lines = ["Fatal Python error: Segmentation fault", "", "Current thread 0x00007f00 (most recent call first):",
+             '  File "/job/train.py", line 171 in strike', _ECHO.format(r=0), _ECHO.format(r=1)]
+    lines += _table("node-a", [(0, 0, -15, 901), (1, 1, 1, 902)], (3, 3, -11, 904))
+    _write(tmp_path, "console.log", lines)
+    report = analyze([str(tmp_path)], jobs=1)
+    assert report.verdict["ranks"] == [3]
+
+
+def test_a_host_is_found_between_separators_of_a_log_folder():
+    hosts = {"gpu-c7-1": 1, "gpu-c7-12": 1, "p5": 1}
+    assert _host_in_path("/runs/logs-gpu-c7-12/job-x_1", hosts) == "gpu-c7-12"
+    assert _host_in_path("/runs/logs-gpu-c7-1/job-x_1", hosts) == "gpu-c7-1"
+    assert _host_in_path("/runs/gpu-c7-123/job", hosts) is None
+    assert _host_in_path("/runs/logs/job", hosts) is None
+
+
+def test_a_count_with_processes_of_unknown_rank_says_so():
+    assert count_ranks([3, None], 2) == "2 processes (rank 3 and 1 of unknown rank)"
+    assert count_ranks([0, 1, 2], 3) == "3 ranks (0-2)"
