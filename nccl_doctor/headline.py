@@ -22,6 +22,7 @@ LIMIT = 140
 #: Rank-level rules that name who failed, lagged or went silent, as ``verdict.CULPRIT_ORDER``.
 CULPRITS = ("RK1", "RK3", "RK2")
 _DOING = {"RK1": "failed first", "RK3": "lagged behind", "RK2": "went silent"}
+_LOST_PEER = " lost the connection to a peer"
 #: Classes that only say "some NCCL error": the culprit's own error says more.
 CATCH_ALL = ("NCX",)
 
@@ -39,7 +40,11 @@ def headline(job: JobModel, findings: list[Finding], verdict: dict) -> tuple[str
     text = ""
     for detail, host_limit in ((60, 2), (40, 2), (40, 1), (24, 1), (0, 1)):
         who = _who(lead, ranks, hosts, host_limit)
-        if lead is not None:
+        if lead is not None and lead.rule == "RK2" and not ranks and not hosts and _LOST_PEER in lead.summary:
+            # RK2 with nobody to name: ranks lost a peer that left no error (RK2._unknown_peer)
+            lost = lead.summary.split(_LOST_PEER, 1)[0].split(" (", 1)[0]
+            first = f"{lost}{_LOST_PEER}; nothing here singles out the process that went away"
+        elif lead is not None:
             first = f"{who} {_doing(job, lead, klass, ranks, hosts, detail)}"
         elif klass is not None:
             first = f"{who}: {klass.title}" if who else klass.title

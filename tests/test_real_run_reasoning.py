@@ -101,3 +101,16 @@ def test_a_host_is_found_between_separators_of_a_log_folder():
 def test_a_count_with_processes_of_unknown_rank_says_so():
     assert count_ranks([3, None], 2) == "2 processes (rank 3 and 1 of unknown rank)"
     assert count_ranks([0, 1, 2], 3) == "3 ranks (0-2)"
+
+
+def test_peers_lost_with_nobody_to_blame_is_a_failure_naming_no_rank(tmp_path):
+    # Every rank in the table is accounted for (three lost a peer, rank 1 was stopped by the
+    # launcher while still running): the process that went away left nothing here. The job failed,
+    # and the verdict says so without naming a rank.
+    lines = [_ECHO.format(r=r) for r in (0, 2, 3)]
+    lines += _table("node-a", [(0, 0, -15, 811), (3, 3, -15, 814), (1, 1, -15, 812)], (2, 2, 1, 813))
+    _write(tmp_path, "console.log", lines)
+    report = analyze([str(tmp_path)], jobs=1)
+    assert report.verdict is not None and report.verdict["ranks"] == []
+    assert "lost the connection to a peer" in report.verdict["headline"]
+    assert [f.rule for f in report.findings if f.severity.value == "error"] == ["RK2"]

@@ -8,7 +8,9 @@ someone. The ranks that ended *without* such an echo are the ones they waited fo
   launcher after writing one), and those few wrote no error at all: hung (the launcher had to stop
   them with SIGTERM) or gone without a word (no failed exit in the launcher's table: status 0);
 * ``late_arrivals(job)``: the others timed out waiting, and a rank's only error is that a peer had
-  closed the connection: it reached the collective after the others gave up.
+  closed the connection: it reached the collective after the others gave up;
+* ``lost_peer_only(job)``: ranks lost a peer and nothing else is said (no cause, no timeout, no
+  quiet rank): the job failed, and the logs do not single out the process that went away.
 
 Each rank's ending is one of: cause (an error of its own), timeout, echo, killed (the launcher
 stopped it and it wrote no error) or none. Results are cached per job like the facts.
@@ -115,15 +117,14 @@ def quiet_odd_ones(job: JobModel) -> tuple[list[Ending], str]:
     waited = [e for e in ends.values() if e.how in ("timeout", "echo")]
     timed = sum(e.how == "timeout" for e in waited)
     quiet = [e for e in ends.values() if e.how in ("killed", "none")]
-    if not waited or (len(quiet) > max(1, len(ends) // ODD_SHARE) and not _one_node(job, quiet, waited)):
-        return [], ""
     if not timed:
         # Nobody waited out a timeout: a peer went away. A rank the launcher stopped was still
         # alive then, and a rank with no line at all may just not print: only a rank whose own
-        # lines stop with no error, and no failed exit, left.
-        # A rank its node's launcher table leaves out had exited (status 0) before the others failed.
+        # lines stop with no error, and no failed exit, left -- or one that its node's launcher
+        # table leaves out (it had exited with status 0 before the others failed).
         quiet = [e for e in quiet if e.how == "none" and (e.state is not None or e.left)]
-    if not quiet:
+    if not waited or not quiet or (len(quiet) > max(1, len(ends) // ODD_SHARE)
+                                   and not _one_node(job, quiet, waited)):
         return [], ""
     seen = ("timed out waiting" if timed == len(waited) else "lost the connection to a peer" if timed == 0
             else "timed out waiting or lost the connection to a peer")
@@ -165,6 +166,17 @@ def left_early(job: JobModel) -> dict[int, list[Event]]:
             if r not in listed:
                 out[r] = lines[key]
     return out
+
+
+@_per_job
+def lost_peer_only(job: JobModel) -> list[Ending]:
+    """Ranks that lost the connection to a peer when nothing else is said: no rank failed on its
+    own, none timed out, none stands out. The job failed (their tracebacks say so), but the process
+    that went away left no error here: its log is missing, or it exited without a word."""
+    ends = endings(job)
+    if any(e.how in ("cause", "timeout") for e in ends.values()) or quiet_odd_ones(job)[0]:
+        return []
+    return [e for e in ends.values() if e.how == "echo" and e.peer_gone]
 
 
 def host_of_rank(job: JobModel, e: Ending) -> str | None:

@@ -6,12 +6,14 @@ when the job's size is known and a rank has no line while the job failed, when i
 flight-recorder dump while the other ranks did (a killed rank writes none), when it reported no
 timeout in the default group while the others timed out, or when its log stops at an earlier NCCL
 init stage than everyone else's. A log excerpt that simply does not show some ranks is not
-evidence: without a known world size and per-rank files we say "hint", not "missing".
+evidence: without a known world size and per-rank files we say "hint", not "missing". When ranks
+only lost a peer and nothing names who went away, we say that, naming no rank.
 """
 
 from __future__ import annotations
 
 from ..evidence import facts
+from ..evidence.endings import lost_peer_only
 from ..evidence.facts import fmt_ranks, plural
 from ..findings import Finding, Severity
 from ..model import JobModel
@@ -21,7 +23,7 @@ from .base import Rule
 def check(job: JobModel, rule: Rule) -> list[Finding]:
     suspects = facts.silent_ranks(job)
     if not suspects:
-        return []
+        return _unknown_peer(job, rule)
     confirmed = [s for s in suspects if s.confirmed]
     if not confirmed:
         return [_hint(rule, suspects)]
@@ -35,6 +37,19 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
     evidence = [e for s in chosen for e in s.events][:8]
     return [rule.finding(summary, confidence=chosen[0].confidence, ranks=[s.rank for s in chosen],
                          hosts=[s.host for s in chosen], evidence=evidence, first_seen=facts.first_ts(evidence))]
+
+
+def _unknown_peer(job: JobModel, rule: Rule) -> list[Finding]:
+    """Ranks lost a peer and nothing else is said: the job failed, and its cause is a process that
+    left no error here. Said as such, naming no rank (rather than "no failure found")."""
+    lost = lost_peer_only(job)
+    if not lost:
+        return []
+    summary = (f"{plural(len(lost), 'rank')} ({fmt_ranks(e.rank for e in lost)}) lost the connection to a peer, "
+               "and no rank in these logs failed on its own: the process that went away left no error here "
+               "(its log is not among these, or it exited without a word); nothing here singles it out")
+    evidence = [e for end in lost for e in end.events[:1]][:6]
+    return [rule.finding(summary, confidence="low", evidence=evidence, first_seen=facts.first_ts(evidence))]
 
 
 def _hint(rule: Rule, suspects: list[facts.Suspect]) -> Finding:
