@@ -114,3 +114,25 @@ def test_peers_lost_with_nobody_to_blame_is_a_failure_naming_no_rank(tmp_path):
     assert report.verdict is not None and report.verdict["ranks"] == []
     assert "lost the connection to a peer" in report.verdict["headline"]
     assert [f.rule for f in report.findings if f.severity.value == "error"] == ["RK2"]
+
+
+def _late_case(tmp_path, order: list[str]):
+    lines = [_TIMEOUT.format(r=r) if kind == "t" else _ECHO.format(r=r) for kind, r in
+             ((k[0], int(k[1])) for k in order)]
+    lines += _table("node-a", [(0, 0, -15, 811), (1, 1, -15, 812), (3, 3, -15, 814)], (2, 2, 1, 813))
+    _write(tmp_path, "console.log", lines)
+    return analyze([str(tmp_path)], jobs=1)
+
+
+def test_a_rank_that_lost_its_peer_after_every_timeout_arrived_late(tmp_path):
+    # Ranks 0, 2, 3 timed out; rank 1's only error, written after all of theirs, is a closed peer:
+    # it reached the collective after they had given up.
+    report = _late_case(tmp_path, ["t0", "t2", "t3", "e1"])
+    assert report.verdict["ranks"] == [1]
+
+
+def test_a_closed_peer_written_before_a_timeout_is_one_more_waiter(tmp_path):
+    # Rank 0's closed peer comes before ranks 1-3's timeouts: it was waiting too, and lost a peer that
+    # was exiting from its own timeout. Nothing singles out a rank.
+    report = _late_case(tmp_path, ["e0", "t1", "t2", "t3"])
+    assert report.verdict["ranks"] == []

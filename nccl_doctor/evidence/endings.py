@@ -212,4 +212,13 @@ def late_arrivals(job: JobModel) -> list[Ending]:
     late = [e for e in ends.values() if e.how == "echo" and e.peer_gone]
     if not timed or not late or len(late) > max(1, len(ends) // ODD_SHARE) or len(timed) < len(ends) // 2:
         return []
-    return late
+    # In one stream, a rank that arrived after the others gave up writes its error after all of
+    # their timeouts. Written before one of them, it lost a peer that was exiting from its own
+    # timeout: one more waiter, not late.
+    last_timeout: dict[str, int] = {}
+    for e in timed:
+        for ev in e.events:
+            if ev.kind in _TIMEOUT_ECHOES or _WAITED.search(_text(ev)):
+                last_timeout[ev.file] = max(last_timeout.get(ev.file, 0), ev.line)
+    return [e for e in late if all(ev.line > last_timeout.get(ev.file, 0) for ev in e.events
+                                   if _PEER_GONE.search(_text(ev)))]
