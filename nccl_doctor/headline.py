@@ -104,6 +104,10 @@ def _doing(job: JobModel, lead: Finding, klass: Finding | None, ranks: list[int]
             " (no line of its own)" if len(ranks) == 1 else " (no line of their own)"
         if "exited with status 0" in lead.summary:  # endings.left_early: gone before the others failed
             doing = "left the job early (exit status 0, no line of its own)"
+        elif len(ranks) == 1 and "the launcher had to kill it" in lead.summary:  # silent.py's wording
+            doing = "hung (no line of its own; the launcher had to kill it)"
+        elif len(ranks) == 1 and "the launcher had to stop it" in lead.summary:
+            doing = "hung (no line of its own; the launcher had to stop it)"
     elif lead.rule == "RK2" and not ranks and not hosts:
         doing = "is missing"
     if not detail:
