@@ -98,3 +98,11 @@ def test_a_script_stating_its_rank_and_world():
     events = parse_lines(lines)
     assert [(e.kind, e.get("world_size")) for e in events] == [("rank_world", 4), ("rank_world", 4)]
     assert events[1].get("rank") == 1
+
+
+def test_a_json_line_with_a_rank_key_is_that_ranks_line():
+    # train4.py's structured logging: one object per line, the writer's rank under "rank"
+    lines = ['{"time": "2026-11-23T23:53:03.300", "level": "INFO", "rank": 3, "msg": "step 8/24 loss 0.4639 '
+             '(0.06 s/step)"}']
+    events = parse_lines(lines)
+    assert events and all(e.rank == 3 for e in events)
