@@ -108,6 +108,8 @@ def _doing(job: JobModel, lead: Finding, klass: Finding | None, ranks: list[int]
             doing = "hung (no line of its own; the launcher had to kill it)"
         elif len(ranks) == 1 and "the launcher had to stop it" in lead.summary:
             doing = "hung (no line of its own; the launcher had to stop it)"
+    elif lead.rule == "RK2" and len(ranks) == 1 and "exited with status 0" in lead.summary:
+        doing = "left the job early (exit status 0, no error)"  # endings.left_early, a rank with lines
     elif lead.rule == "RK2" and not ranks and not hosts:
         doing = "is missing"
     if not detail:
