@@ -7,6 +7,8 @@ host. What the agents' own logs say (FORMATS-2.md 3.7, 3.8):
   trying to connect to (H, P)`` / ``failed to connect to ... (H, P)``, then
   ``RendezvousConnectionError: The connection to the C10d store has failed``;
 * an agent that waited for the nodes ``--nnodes`` asks for: ``RendezvousTimeoutError`` (no message);
+  with static rendezvous (``--node-rank``, ``--master-addr``) the master's store: ``Timed out after
+  N seconds waiting for clients. 1/2 clients joined.``;
 * an agent whose store went away under it: ``Failed to recv, got 0 bytes`` / ``Broken pipe`` and
   then the same ``RendezvousConnectionError``: an echo of the store host's exit.
 
@@ -29,6 +31,9 @@ from .facts import _per_job, file_host, plural
 _CONNECT = re.compile(r"(?:timed out after \d{1,12} ?m?s while trying to connect to|failed to connect to(?: any network "
                       r"address of)?) \(?\[?(?P<host>[\w.:%-]{1,255}?)\]?,? (?P<port>\d{1,5})\)?")
 _WAIT = "RendezvousTimeoutError"
+#: The store's host waiting for the others to connect (static rendezvous: the master agent's
+#: TCPStore waits for --nnodes agents; init_process_group's env:// store for the world's ranks).
+_CLIENTS = re.compile(r"waiting for clients\. (?P<joined>\d{1,9})/(?P<want>\d{1,9}) clients joined")
 
 
 @dataclass(slots=True, eq=False)
@@ -46,7 +51,7 @@ def _agent_lines(job: JobModel) -> tuple[dict[str, list[Event]], dict[str, list[
         text = str(ev.get("err") or ev.get("msg") or "") or ev.text
         if _CONNECT.search(text):
             connects.setdefault(ev.file, []).append(ev)
-        elif _WAIT in text or _WAIT in str(ev.get("exc_type") or ""):
+        elif _WAIT in text or _WAIT in str(ev.get("exc_type") or "") or _CLIENTS.search(text):
             waits.setdefault(ev.file, []).append(ev)
     return connects, waits
 
@@ -66,7 +71,7 @@ def unreachable(job: JobModel) -> list[RdzvProblem]:
         out.append(RdzvProblem([mine] if mine else [], "it could not connect to the "
                                f"rendezvous store at {target}:{m.group('port')} ({plural(len(evs), 'failed attempt')}) "
                                f"while the agent on {target} was up waiting for nodes: check --rdzv-endpoint "
-                               f"(host and port) and the network from {where}", evs[:2] + waits_of(waits, job, target)))
+                               f"(or --master-addr and --master-port: host and port) and the network from {where}", evs[:2] + waits_of(waits, job, target)))
     return out
 
 
@@ -79,8 +84,12 @@ def incomplete(job: JobModel) -> RdzvProblem | None:
     connects, waits = _agent_lines(job)
     if not waits or connects or job.ranks_seen and any(r.of_kind("train_step", "rank_world") for r in job.ranks):
         return None
-    hosts = sorted({file_host(job, f) or f for f in waits})
-    return RdzvProblem([], f"the rendezvous timed out on {', '.join(hosts)} (RendezvousTimeoutError): fewer nodes "
+    hosts = sorted({file_host(job, f) or f"the node that wrote {f}" for f in waits})
+    first = next(iter(waits.values()))[0]
+    m = _CLIENTS.search(str(first.get("err") or first.get("msg") or "") or first.text)
+    said = (f"only {m.group('joined')} of the {m.group('want')} clients it waited for joined its store"
+            if m else "RendezvousTimeoutError")
+    return RdzvProblem([], f"the rendezvous timed out on {', '.join(hosts)} ({said}): fewer nodes "
                        "joined than --nnodes asks for, and no agent here failed to connect; a node that was expected "
                        "never started its agent or never reached the endpoint (its log is not among these)",
                        [e for evs in waits.values() for e in evs[:1]])
