@@ -96,7 +96,7 @@ class EventCap:
                     if d.prev > d.kth and len(d.pinned) < PIN_MAX:
                         d.pinned.add(d.prev)
                 self.dirty.clear()
-        key = (kind, ev.host, ev.pid, ev.rank, ev.local_rank, f.get("launcher_pid"), f.get("launcher_ip"))
+        key = _stream_key(ev)
         st = self.streams.get(key)
         if st is None:
             st = self.streams[key] = _Stream((dense or OTHER)[1])
@@ -140,6 +140,37 @@ class EventCap:
         if self.holes > COMPACT_AT and self.holes * 2 > len(events):
             self._compact()
 
+    def run_keeps(self, ev: Event, count: int, values: list[int] | None) -> list[bool] | None:
+        """Which of ``count`` more events of the stream of ``ev`` (the latest event added, of a dense
+        kind), coming right after it with no other event between, no time, and counters ``values``
+        (None: the counter stays as it is), this cap could keep: the stream's first ones, both
+        sides of the counter going down, and the last ``last`` ones (what follows may pin or pop
+        those). The others it would drop as they left its window: the caller may hand them to
+        ``pass_over`` instead of ``add``. None when ``ev`` is not such an event."""
+        dense = DENSE.get(ev.kind)
+        st = self.streams.get(_stream_key(ev))
+        if dense is None or st is None or st.prev != len(self.events) - 1 or ev.ts is not None or dense[1] < 1:
+            return None
+        first, last = dense
+        head = max(0, first - st.n)  # (indices below: still among the stream's first ones)
+        tail = count - last
+        if values is None:
+            return [i < head or i >= tail for i in range(count)]
+        keeps = []
+        prev = st.value
+        for i, v in enumerate(values):
+            keeps.append(i < head or i >= tail or (prev is not None and v < prev) or values[i + 1] < v)
+            prev = v
+        return keeps
+
+    def pass_over(self, ev: Event, count: int, value: int | None) -> None:
+        """``count`` events of the stream of ``ev`` that ``run_keeps`` said this cap would drop,
+        counted as ``add`` counts them; ``value``: the counter of the last of them (None: unchanged)."""
+        st = self.streams[_stream_key(ev)]
+        st.n += count
+        if value is not None:
+            st.value = value
+
     def _drop(self, idx: int) -> None:
         if self.events[idx] is not None:
             self.events[idx] = None  # type: ignore[call-overload]
@@ -169,3 +200,8 @@ class EventCap:
             self.holes = 0
         self.streams.clear()
         self.dirty.clear()
+
+
+def _stream_key(ev: Event) -> tuple:
+    f = ev.fields
+    return ev.kind, ev.host, ev.pid, ev.rank, ev.local_rank, f.get("launcher_pid"), f.get("launcher_ip")

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import re
 
-from .formats import field_dict
+from .eventcap import _COUNTER
+from .events import Event
+from .formats import _MAX_INT_DIGITS, field_dict
 from .launchers import LauncherStripper
 from .records import _GLUE, _NCCL_AT_START, BLOCK_LITERALS
 from .regex_facts import DIGIT_SHAPE, digit_blind
@@ -36,6 +38,13 @@ _NO_PREFIX: dict = {}  # the launcher fields of a line without a launcher prefix
 #: read digits, such as a communicator's hex address) repeat less, so that memo is smaller.
 MEMO_MAX = 100_000
 EXACT_MEMO_MAX = 20_000
+#: Lines one shape run takes at most (its counters are held in a list meanwhile); the next line
+#: then starts a new run.
+RUN_MAX = 1 << 16
+#: Run plans kept per process (each holds a compiled regex): bounded whatever the input.
+RUN_PLANS_MAX = 4096
+#: The fields a record's time is read from (timeparse.event_time): a shape run's lines have none.
+_TIME_FIELDS = frozenset(("ts", "mmdd", "hms", "hvdtime"))
 
 
 class FastScanner(Scanner):
@@ -56,6 +65,12 @@ class FastScanner(Scanner):
         self._blind = tuple(digit_blind(p.regex) for p in fs.patterns)
         # pattern index -> (name, is_int, group number) of its named groups, in group order
         self._groups = tuple(tuple(zip(pl.names, pl.is_int, pl.gidx, strict=True)) for pl in fs._plans)
+        # shape runs (see _run_after): (literals, digit shape) -> plan or False; facts per gate, per format
+        self._runs: dict = {}
+        self._gates: dict = {}
+        self._blind_heads = {name: all(digit_blind(rx) for rx, _g in heads) for name, heads in fs._heads.items()}
+        self._digit_literals = tuple(lit.translate(DIGIT_SHAPE) for lit in self.prefilter.literals
+                                     if any(0x30 <= c <= 0x39 for c in lit))
 
     def _candidate_spans(self, chunk: bytes, base_line: int, out: FileScan) -> list:
         """As the general path's, but the lines of the repetitive families get their literal sets
@@ -76,9 +91,9 @@ class FastScanner(Scanner):
         return sorted((s, e, hits) for (s, e), hits in merged.items())
 
     def _plain_line(self, raw: bytes, hits: frozenset, line_no: int, stripper: LauncherStripper, year: int,
-                    out: FileScan, capped: list) -> bool:
+                    out: FileScan, capped: list) -> Event | None:
         if not _BLOCKS.isdisjoint(hits) or _NOT_PLAIN.search(raw) is not None:
-            return False
+            return None
         body = raw.decode("ascii")
         lf = _NO_PREFIX
         gate = stripper._gate
@@ -88,24 +103,115 @@ class FastScanner(Scanner):
             # Open MPI's tag (removed mid-record too) and a second prefix inside take the general path.
             lf, body = stripper.strip(body)
             if "openmpi_tag" in lf.get("launchers", ()) or gate.match(body) is not None:
-                return False
+                return None
             hits = frozenset(lit for lit in hits if lit in body)
         if not body or body.find("[rank", 1) >= 0 or body.find("[R", 1) >= 0 or body.isspace() \
                 or body.startswith("    "):
-            return False  # (an indented line may be a traceback's quoted source, which is skipped)
+            return None  # (an indented line may be a traceback's quoted source, which is skipped)
         if "NCCL " in body and (body.count("NCCL ") > 1 or _NCCL_AT_START.match(body) is None) \
                 and _GLUE.search(body, 1) is not None:
-            return False  # a glued record may start mid-line: split_glued cuts there
+            return None  # a glued record may start mid-line: split_glued cuts there
         m = self._fast_match(body, raw, hits)
         if m is None:
-            return False  # no match: maybe a hard-wrapped record, which the general path joins
+            return None  # no match: maybe a hard-wrapped record, which the general path joins
         kind = m[0]
         if kind in _REPEAT_KINDS:
             self._count_repeat(kind, out, capped)
         else:
             out.parsed += 1
-        out.add(make_event(kind, m[1], lf, out.path, line_no, body, year))
-        return True
+        ev = make_event(kind, m[1], lf, out.path, line_no, body, year)
+        out.add(ev)
+        return ev
+
+    def _run_after(self, chunk: bytes, s: int, e: int, ev: Event, hits: frozenset, line_no: int,
+                   stripper: LauncherStripper, year: int, out: FileScan, capped: list) -> int:
+        """A *shape run*: the lines right after a plain step/epoch line that have its digit shape.
+
+        Such a line gives the same decisions all the way (see ``_run_plan``: same literals, no
+        launcher prefix, same pattern at the same spans), so it is the same kind of event of the
+        same writer, with no time, whose only value the cap reads is its counter. A compiled regex
+        finds the run in one call; the counters are read at their fixed offsets. Only the lines the
+        cap could keep become events, through ``_plain_line`` as usual: the stream's first ones,
+        both sides of a counter going down, and the run's last ``last`` ones (whatever follows may
+        pin or pop those). The others are counted (``EventCap.pass_over``), which leaves the cap as
+        adding each of them would have: it would drop them when they left the window. Returns the
+        newline ending the run's last line, -1 when there is no run."""
+        cap = out.capper
+        if cap is None or ev.kind not in _COUNTER:
+            return -1
+        raw = chunk[s:e]
+        shape = raw.translate(DIGIT_SHAPE)
+        width = e - s + 1
+        if chunk[e + 1:e + width].translate(DIGIT_SHAPE) != shape:
+            return -1  # the next line is not of this shape: no run (and no plan made for one)
+        plan = self._memoised(self._runs, RUN_PLANS_MAX, (hits, shape), self._run_plan, raw, shape, hits, ev)
+        gate = stripper._gate
+        if plan is False or (gate is not None and (not self._blind_gate(gate) or gate.match(raw.decode()))):
+            return -1
+        rx, counter = plan
+        m = rx.match(chunk, e)
+        if m is None:
+            return -1
+        starts = range(e + 1, m.end(), width)
+        if isinstance(counter, tuple):
+            a, b = counter
+            values: list | None = [int(chunk[p + a:p + b]) for p in starts]
+        else:
+            values = None
+        keeps = cap.run_keeps(ev, len(starts), values)
+        if keeps is None:
+            return -1
+        pos = e
+        over = 0
+        for i, p in enumerate(starts):
+            if keeps[i]:
+                if over:
+                    cap.pass_over(ev, over, values[i - 1] if values is not None else None)
+                    out.parsed += over
+                    over = 0
+                if self._plain_line(chunk[p:p + width - 1], hits, line_no + 1 + i, stripper, year, out,
+                                    capped) is None:
+                    return pos  # cannot happen (same shape, same decisions): the general path takes it
+            else:
+                over += 1
+            pos = p + width - 1
+        return pos
+
+    def _run_plan(self, raw: bytes, shape: bytes, hits: frozenset, ev: Event):
+        """(regex of the lines after one of this shape that have it too, the counter: its (start,
+        end) in the line, or its value when no group gives it) when every line of ``shape`` takes
+        the decisions ``raw`` took (see ``_run_after``), else False. Every step that reads the line
+        must then be blind to digits: the literals found (none holds a digit that could occur
+        here), the launcher gate (checked per file), the format's line prefix (none), the
+        candidate patterns (digit-blind, memoised on the shape), and its fields hold no time."""
+        if ev.host is not None or ev.pid is not None or ev.rank is not None or ev.local_rank is not None \
+                or ev.ts is not None or not _TIME_FIELDS.isdisjoint(ev.fields) or b"NCCL " in raw \
+                or any(lit in shape for lit in self._digit_literals) or any(lit in raw for lit in REPEAT_CAPS):
+            return False
+        plan = self._plans.get(hits)
+        if not plan or not plan[2] or not self._blind_heads[plan[0]] or \
+                self.formats._header(plan[0], raw.decode()) is not None:
+            return False
+        text = raw.decode()
+        hit = self._memoised(self._memo, MEMO_MAX, (hits, True, shape), self._spans_of, text, hits, True)
+        if hit is False:
+            return False
+        name = _COUNTER[ev.kind]
+        value = ev.fields.get(name)
+        counter = value if isinstance(value, int) else None
+        for gname, is_int, a, b in hit[1]:
+            if gname == name:
+                if is_int and (not raw[a:b].isdigit() or b - a > _MAX_INT_DIGITS):
+                    return False  # (a counter of digits only is read as int() reads it: see field_dict)
+                counter = (a, b) if is_int else None
+        line = b"".join(b"[0-9]" if c == 0x30 else re.escape(bytes((c,))) for c in shape)
+        return re.compile(rb"(?:\n" + line + rb"){1,%d}(?![^\n])" % RUN_MAX), counter
+
+    def _blind_gate(self, gate: re.Pattern) -> bool:
+        blind = self._gates.get(gate)
+        if blind is None:
+            blind = self._gates[gate] = digit_blind(gate)
+        return blind
 
     def _fast_match(self, text: str, raw: bytes, hits: frozenset) -> tuple[str, dict] | None:
         """``FormatSet.match(text, hits)`` for a plain record (``text`` ends ``raw``), memoised."""

@@ -178,3 +178,19 @@ def detect_modes(sample_lines: list[str], launchers: tuple[Launcher, ...] | None
     if "srun_label" in modes:
         modes.discard("pdsh_host")
     return frozenset(modes)
+
+
+def head_lines(chunk: bytes, want: int = 600, limit: int = 256 << 10) -> list[str]:
+    """The first ``want`` lines of a file (at most ``limit`` bytes), decoded: what launcher
+    detection looks at (it keeps the first 200 non-blank ones). A small window is decoded first
+    and is enough when it holds those 200 lines; a large chunk is never decoded whole."""
+    for size in (32 << 10, limit):
+        window = chunk[:size]
+        lines = window.decode("utf-8", "replace").splitlines()
+        if len(window) < len(chunk) and not window.endswith(b"\n"):
+            lines = lines[:-1]  # cut mid-line: the next window has it whole
+        lines = lines[:want]
+        if len(window) == len(chunk) or size == limit or len(lines) == want \
+                or sum(1 for ln in lines if ln.strip()) >= 200:
+            return lines
+    return lines

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from .reading import clean_line
+
 #: Where a second record starts inside a line. Bounded repetitions keep it linear on hostile text.
 _GLUE = re.compile(r"\[rank\d{1,7}\]:\[[IWEF]|(?<![\w.:-])[\w.-]{1,120}:\d{1,10}:\d{1,10} \[\d{1,4}\] NCCL (?:INFO|WARN) "
                    # a script's rank tag (two ranks' prints on one line when their writes interleave)
@@ -158,3 +160,17 @@ _NEW_RECORD = re.compile(
 
 def is_continuation(line: str) -> bool:
     return bool(line.strip()) and not _NEW_RECORD.match(line)
+
+
+#: A Python traceback's frame line: the line after it quotes the source, indented by four spaces.
+_FRAME_LINE = re.compile(r'^\s{2}File "[^"\n]{1,4096}", line \d{1,9}')
+
+
+def quotes_source(chunk: bytes, s: int, stripper) -> bool:
+    """The line starting at ``s`` follows a traceback frame line (same launcher prefix stripped): it
+    is the quoted source line ("    raise RendezvousTimeoutError"), whatever words it holds."""
+    if s <= 0:
+        return False
+    p_start = chunk.rfind(b"\n", 0, s - 1) + 1
+    prev = stripper.strip(clean_line(chunk[p_start:s - 1]))[1]
+    return _FRAME_LINE.match(prev) is not None

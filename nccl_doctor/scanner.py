@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from .discover import InputFile
 from .eventcap import EventCap
 from .events import Event
-from .launchers import LauncherStripper, detect_modes
+from .launchers import LauncherStripper, detect_modes, head_lines
 from .prefilter import Prefilter
 from .reading import ReadIssue, clean_line, iter_chunks, looks_binary, open_binary
-from .records import BLOCK_LITERALS, is_continuation, join_block, split_glued
+from .records import BLOCK_LITERALS, is_continuation, join_block, quotes_source, split_glued
 from .scan_events import make_event
 from .wrapped import SMALL_FILE, TerminalWrap, detect_width
 from .writers import last_lines
@@ -128,7 +128,7 @@ class Scanner:
                     if looks_binary(chunk[:8192]):
                         out.skipped = "binary data, not a text log"
                         return
-                    head = _head_lines(chunk)
+                    head = head_lines(chunk)
                     modes = detect_modes(head)
                     out.modes = tuple(sorted(modes))
                     stripper = LauncherStripper(modes)
@@ -174,18 +174,28 @@ class Scanner:
             raw = chunk[s:e]
             if capped and self._skip_capped(raw, capped, line_no, out):
                 continue
-            if hits is not None and self._plain_line(raw, hits, line_no, stripper, year, out, capped):
-                continue
+            if hits is not None:
+                ev = self._plain_line(raw, hits, line_no, stripper, year, out, capped)
+                if ev is not None:
+                    if not skip:  # (lines a wrapped record took are not run lines)
+                        consumed_to = self._run_after(chunk, s, e, ev, hits, line_no, stripper, year, out, capped)
+                    continue
             end = self._parse_line(cur, s, e, raw, hits, line_no, year, out, capped)
             if end > e:
                 consumed_to = end
                 out.parsed += chunk.count(b"\n", e, end)
 
     def _plain_line(self, raw: bytes, hits: frozenset, line_no: int, stripper: LauncherStripper, year: int,
-                    out: FileScan, capped: list) -> bool:
-        """A shortcut for lines that need none of the general path (see fastscan): True when it
+                    out: FileScan, capped: list) -> Event | None:
+        """A shortcut for lines that need none of the general path (see fastscan): the event, when it
         parsed the line. Here: never."""
-        return False
+        return None
+
+    def _run_after(self, chunk: bytes, s: int, e: int, ev: Event, hits: frozenset, line_no: int,
+                   stripper: LauncherStripper, year: int, out: FileScan, capped: list) -> int:
+        """After a plain line: the lines right after it that it can answer for in one go (see fastscan);
+        the newline ending the last line taken, -1 when none. Here: none."""
+        return -1
 
     def _candidate_spans(self, chunk: bytes, base_line: int, out: FileScan) -> list:
         """(start, end, literals or None) of the chunk's candidate lines, in order: the prefilter's
@@ -227,7 +237,7 @@ class Scanner:
             lf, rest = stripper.strip(rec, nested=True)
             lf = stripper.within(line_lf, lf)
             records = join_block(rest, cur.take, cur.peek)  # None unless rest heads a known block
-            if records is None and rest.startswith("    ") and _quotes_source(cur.chunk, s, stripper):
+            if records is None and rest.startswith("    ") and quotes_source(cur.chunk, s, stripper):
                 continue  # a traceback's quoted source line: code, not what happened
             for r in records or (rest,):
                 # Records cut from this line hold only literals the line holds; a joined block
@@ -384,33 +394,3 @@ class _Cursor:
         q = self.chunk.find(b"\n", p)
         self.pos = self.n if q < 0 else q
         return ""
-
-
-def _head_lines(chunk: bytes, want: int = 600, limit: int = 256 << 10) -> list[str]:
-    """The first ``want`` lines of a file (at most ``limit`` bytes), decoded: what launcher
-    detection looks at (it keeps the first 200 non-blank ones). A small window is decoded first
-    and is enough when it holds those 200 lines; a large chunk is never decoded whole."""
-    for size in (32 << 10, limit):
-        window = chunk[:size]
-        lines = window.decode("utf-8", "replace").splitlines()
-        if len(window) < len(chunk) and not window.endswith(b"\n"):
-            lines = lines[:-1]  # cut mid-line: the next window has it whole
-        lines = lines[:want]
-        if len(window) == len(chunk) or size == limit or len(lines) == want \
-                or sum(1 for ln in lines if ln.strip()) >= 200:
-            return lines
-    return lines
-
-
-#: A Python traceback's frame line: the line after it quotes the source, indented by four spaces.
-_FRAME_LINE = re.compile(r'^\s{2}File "[^"\n]{1,4096}", line \d{1,9}')
-
-
-def _quotes_source(chunk: bytes, s: int, stripper: LauncherStripper) -> bool:
-    """The line starting at ``s`` follows a traceback frame line (same launcher prefix stripped): it
-    is the quoted source line ("    raise RendezvousTimeoutError"), whatever words it holds."""
-    if s <= 0:
-        return False
-    p_start = chunk.rfind(b"\n", 0, s - 1) + 1
-    prev = stripper.strip(clean_line(chunk[p_start:s - 1]))[1]
-    return _FRAME_LINE.match(prev) is not None

@@ -48,3 +48,14 @@ def local_http_server(handler: type, **state: Any) -> Iterator[Any]:
         server.release.set()
         server.shutdown()
         server.server_close()
+
+
+def has_hyperscan() -> bool:
+    """The fast scan path needs Hyperscan's literal hits (its tests are skipped without the wheel)."""
+    from nccl_doctor.prefilter import Prefilter
+
+    try:
+        Prefilter(["x"], engine="hyperscan")
+        return True
+    except RuntimeError:
+        return False

@@ -12,8 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nccl_doctor.formats import load_formats
-from nccl_doctor.launchers import detect_modes
-from nccl_doctor.scanner import _head_lines
+from nccl_doctor.launchers import detect_modes, head_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 HANG = ROOT / "fixtures" / "generated" / "hang-mn3-16"
@@ -31,13 +30,13 @@ def _detection_sample(lines: list[str]) -> list[str]:
 def test_head_window_gives_detection_the_same_lines(lines):
     chunk = "\n".join(lines).encode() + b"\n"
     full = chunk[: 256 << 10].decode("utf-8", "replace").splitlines()  # the whole-head decode it replaced
-    assert _detection_sample(_head_lines(chunk)) == _detection_sample(full)
+    assert _detection_sample(head_lines(chunk)) == _detection_sample(full)
 
 
 def test_head_window_keeps_detection_of_srun_labels():
     body = "".join(f"{i % 4}: step {i} loss 1.0\n" for i in range(2000)).encode()
-    assert detect_modes(_head_lines(body)) == detect_modes(body[: 256 << 10].decode().splitlines())
-    assert "srun_label" in detect_modes(_head_lines(body))
+    assert detect_modes(head_lines(body)) == detect_modes(body[: 256 << 10].decode().splitlines())
+    assert "srun_label" in detect_modes(head_lines(body))
 
 
 def test_candidates_from_line_literals_equal_candidates_from_shape():

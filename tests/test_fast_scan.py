@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import has_hyperscan
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -16,7 +17,6 @@ from nccl_doctor.discover import discover
 from nccl_doctor.fastscan import FastScanner
 from nccl_doctor.formats import load_formats
 from nccl_doctor.launchers import load_launchers
-from nccl_doctor.prefilter import Prefilter
 from nccl_doctor.regex_facts import digit_blind
 from nccl_doctor.scanner import FileScan, Scanner
 
@@ -24,17 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 FIELDS = ("lines", "bytes", "parsed", "events", "last_lines", "modes", "skipped", "issue", "quiet", "repeats")
 
 
-def _hyperscan() -> bool:
-    try:
-        Prefilter(["x"], engine="hyperscan")
-        return True
-    except RuntimeError:
-        return False
-
-
-pytestmark = pytest.mark.skipif(not _hyperscan(), reason="the fast path needs Hyperscan's literal hits")
-GENERAL = Scanner(engine="hyperscan") if _hyperscan() else None
-FAST = FastScanner(engine="hyperscan") if _hyperscan() else None
+pytestmark = pytest.mark.skipif(not has_hyperscan(), reason="the fast path needs Hyperscan's literal hits")
+GENERAL = Scanner(engine="hyperscan") if has_hyperscan() else None
+FAST = FastScanner(engine="hyperscan") if has_hyperscan() else None
 
 
 def _same(paths: list[str]) -> int:
