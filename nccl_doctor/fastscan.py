@@ -131,7 +131,8 @@ class FastScanner(Scanner):
         launcher prefix, same pattern at the same spans), so it is the same kind of event of the
         same writer, with no time, whose only value the cap reads is its counter. A compiled regex
         finds the run in one call; the counters are read at their fixed offsets. Only the lines the
-        cap could keep become events, through ``_plain_line`` as usual: the stream's first ones,
+        cap could keep become events, as ``_plain_line`` makes them (the same pattern, its groups at
+        the same spans): the stream's first ones,
         both sides of a counter going down, and the run's last ``last`` ones (whatever follows may
         pin or pop those). The others are counted (``EventCap.pass_over``), which leaves the cap as
         adding each of them would have: it would drop them when they left the window. Returns the
@@ -148,7 +149,7 @@ class FastScanner(Scanner):
         gate = stripper._gate
         if plan is False or (gate is not None and (not self._blind_gate(gate) or gate.match(raw.decode()))):
             return -1
-        rx, counter = plan
+        rx, counter, idx, spans = plan
         m = rx.match(chunk, e)
         if m is None:
             return -1
@@ -169,9 +170,11 @@ class FastScanner(Scanner):
                     cap.pass_over(ev, over, values[i - 1] if values is not None else None)
                     out.parsed += over
                     over = 0
-                if self._plain_line(chunk[p:p + width - 1], hits, line_no + 1 + i, stripper, year, out,
-                                    capped) is None:
-                    return pos  # cannot happen (same shape, same decisions): the general path takes it
+                # What _plain_line would give (same shape, same decisions), from the run's plan.
+                text = chunk[p:p + width - 1].decode("ascii")
+                kind, fields = self._fields(idx, field_dict((name, text[a:b], is_int) for name, is_int, a, b in spans))
+                out.parsed += 1
+                out.add(make_event(kind, fields, _NO_PREFIX, out.path, line_no + 1 + i, text, year))
             else:
                 over += 1
             pos = p + width - 1
@@ -179,7 +182,8 @@ class FastScanner(Scanner):
 
     def _run_plan(self, raw: bytes, shape: bytes, hits: frozenset, ev: Event):
         """(regex of the lines after one of this shape that have it too, the counter: its (start,
-        end) in the line, or its value when no group gives it) when every line of ``shape`` takes
+        end) in the line, or its value when no group gives it; the pattern index and its groups'
+        (name, is_int, start, end)) when every line of ``shape`` takes
         the decisions ``raw`` took (see ``_run_after``), else False. Every step that reads the line
         must then be blind to digits: the literals found (none holds a digit that could occur
         here), the launcher gate (checked per file), the format's line prefix (none), the
@@ -205,7 +209,7 @@ class FastScanner(Scanner):
                     return False  # (a counter of digits only is read as int() reads it: see field_dict)
                 counter = (a, b) if is_int else None
         line = b"".join(b"[0-9]" if c == 0x30 else re.escape(bytes((c,))) for c in shape)
-        return re.compile(rb"(?:\n" + line + rb"){1,%d}(?![^\n])" % RUN_MAX), counter
+        return re.compile(rb"(?:\n" + line + rb"){1,%d}(?![^\n])" % RUN_MAX), counter, hit[0], hit[1]
 
     def _blind_gate(self, gate: re.Pattern) -> bool:
         blind = self._gates.get(gate)
@@ -245,6 +249,12 @@ class FastScanner(Scanner):
             if hit is False:
                 return None
             idx, groups = hit
+        return self._fields(idx, groups, hnames, hvalues)
+
+    def _fields(self, idx: int, groups: dict, hnames: tuple = (), hvalues: tuple = ()) -> tuple[str, dict]:
+        """The kind and fields of a record matched by pattern ``idx``, as FormatSet.match builds them:
+        constants, then the line prefix's fields, then the groups, then the booleans."""
+        fs = self.formats
         p = fs._plans[idx]
         fields = dict(p.consts) if p.consts else {}
         if hnames:

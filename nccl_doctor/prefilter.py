@@ -13,6 +13,9 @@ from collections.abc import Iterable
 
 from .formats import trie_regex
 
+#: Distinct literal sets kept (see Prefilter._literal_set).
+SETS_MAX = 4096
+
 
 class Prefilter:
     """``spans(chunk)`` returns (start, end) of each line holding a literal, ``end`` excluding the newline.
@@ -27,6 +30,7 @@ class Prefilter:
         if not self.literals:
             raise ValueError("no prefilter literals")
         self._names = tuple(lit.decode() for lit in self.literals)
+        self._sets: dict[frozenset[int], frozenset[str]] = {}
         choice = (engine or os.environ.get("NCCL_DOCTOR_ENGINE") or "auto").lower()
         self._hs = None
         if choice in ("auto", "hyperscan"):
@@ -76,26 +80,36 @@ class Prefilter:
             return []
         hits.sort()
         out = []
-        names = self._names
+        literal_set = self._literal_set
         find, rfind = chunk.find, chunk.rfind
         n = len(chunk)
         line_end = -1
-        ids: set[int] = set()
+        ids: list[int] = []
         s = e = 0
         for to, lit_id in hits:
             if to <= line_end:  # literals hold no newline: a hit ending by line_end lies in that line
-                ids.add(lit_id)
+                ids.append(lit_id)
                 continue
             if ids:
-                out.append((s, e, frozenset(names[i] for i in ids)))
+                out.append((s, e, literal_set(ids)))
             s = rfind(b"\n", 0, to - 1) + 1
             e = find(b"\n", to - 1)
             if e < 0:
                 e = n
             line_end = e
-            ids = {lit_id}
-        out.append((s, e, frozenset(names[i] for i in ids)))
+            ids = [lit_id]
+        out.append((s, e, literal_set(ids)))
         return out
+
+    def _literal_set(self, ids: list[int]) -> frozenset[str]:
+        """The literals of these ids, one shared frozenset per distinct set (lines repeat theirs)."""
+        key = frozenset(ids)
+        got = self._sets.get(key)
+        if got is None:
+            if len(self._sets) >= SETS_MAX:  # bounded whatever the input
+                self._sets.clear()
+            got = self._sets[key] = frozenset(self._names[i] for i in key)
+        return got
 
 
 def _hyperscan_db(literals: tuple[bytes, ...]):
