@@ -19,7 +19,9 @@ from .resources import parsers_dir
 _RAY_RANK = re.compile(r"\[rank=(\d{1,7})\]")
 #: Words that end with ": " at a line start but are not hosts (pdsh detection must ignore them).
 _NOT_HOSTS = {"INFO", "WARNING", "ERROR", "DEBUG", "CRITICAL", "srun", "slurmstepd", "wandb", "Traceback",
-              "RuntimeError", "Exception", "warnings", "NOTE", "Note", "usage", "error", "warning"}
+              "RuntimeError", "Exception", "warnings", "NOTE", "Note", "usage", "error", "warning",
+              # a training script's progress words ("step: 12 loss: 0.31"), not pdsh host names
+              "step", "Step", "STEP", "epoch", "Epoch", "iter", "Iter", "iteration", "Iteration", "loss", "Loss"}
 #: Prefixes added by log collectors outside every launcher: ambiguous launcher prefixes may follow them.
 _COLLECTORS = frozenset({"k8s_timestamp", "kubectl_prefix", "ansi_remnant"})
 _DIGITS = re.compile(r"\d+")

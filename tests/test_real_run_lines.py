@@ -106,3 +106,13 @@ def test_a_json_line_with_a_rank_key_is_that_ranks_line():
              '(0.06 s/step)"}']
     events = parse_lines(lines)
     assert events and all(e.rank == 3 for e in events)
+
+
+def test_a_log_of_step_colon_lines_is_not_pdsh_output_from_a_host_named_step(tmp_path):
+    # 'step: N ...' on most lines looked like pdsh's "host: text" with a host called "step"
+    from nccl_doctor import analyze
+
+    lines = [f"step: {i} loss: 0.{i % 97:02d} lr: 3e-4" for i in range(1, 301)]
+    (tmp_path / "rank0.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    report = analyze([str(tmp_path)], jobs=1)
+    assert report.to_dict()["inputs"]["unparsed_lines"] == 0
