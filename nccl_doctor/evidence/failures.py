@@ -120,11 +120,12 @@ def _signalled_agents(job: JobModel) -> list[Failure]:
     return out
 
 
-def _pair_loose_traceback(job: JobModel, out: list[Failure]) -> list[Failure]:
+def _pair_loose_traceback(job: JobModel, out: list[Failure], echo_ranks: set[int]) -> list[Failure]:
     """A traceback no rank claims (printed before init_process_group gave the ranks their prefixes,
     or by a thread, which torch's rank prefix does not reach) belongs to the one rank in its file that
     could have written it: the one whose failed exit the launcher reports there (the same failure,
-    told twice), else the one rank of that file's launcher table with no error line of its own."""
+    told twice), else the one rank of that file's launcher table with no error line of its own.
+    ``echo_ranks``: the ranks whose own errors are all echoes (``_echo_only``)."""
     by_file: dict[str, list[Failure]] = defaultdict(list)
     for f in out:
         by_file[f.events[0].file].append(f)
@@ -142,8 +143,7 @@ def _pair_loose_traceback(job: JobModel, out: list[Failure]) -> list[Failure]:
             # rank that had already timed out or lost a peer aborted while tearing down: an echo.
             died = _died_of(job, file, signum)
             if died is not None:
-                timed_out = bool(timeouts_by_pg(job)) or bool(watchdog_kills(job))
-                if died in _echo_only(job, timed_out, timed_out_states(job))[1]:
+                if died in echo_ranks:
                     drop.add(id(f))
                     continue
                 f.rank, f.state = died, job.known_ranks().get(died)
@@ -297,7 +297,7 @@ def failures(job: JobModel) -> list[Failure]:
         out.append(Failure(rank=None, state=None, host=(pb.hosts or [None])[0], category="launcher", what=pb.what,
                            events=pb.events, label=f"the torchrun agent on {pb.hosts[0]}" if pb.hosts else None))
     _name_the_erring_child(job, out)
-    out = _pair_loose_traceback(job, out)
+    out = _pair_loose_traceback(job, out, echo[1])
     net_kinds = (*NETWORK_KINDS, "nccl_sock_closed", "nccl_socket_err")
     net_writers = {writer(job, e, line_key) for e in job.by_kind(*net_kinds)}
     for f in out:
