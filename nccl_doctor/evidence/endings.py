@@ -27,16 +27,13 @@ from .causes import _OWN_ERRORS, _REPORTS, _TIMEOUT_ECHOES, CAUSE_KINDS, classif
 from .exits import forced_kills, state_for_pid
 from .facts import _per_job, file_host, fmt_ranks, int_in, plural
 from .failures import failures
+from .statements import mismatch_reports
 from .timeouts import timed_out_states, timeouts_by_pg
 
 #: Echo text of a peer that went away (not a timeout: the waiter did not wait the full window).
 _PEER_GONE = re.compile(r"Connection (?:closed|reset) by (?:remote )?peer|Broken pipe|remote process exited"
                         r"|Connection was likely closed|got 0 bytes")
 _WAITED = re.compile(r"[Tt]imed out|[Tt]imeout")
-#: A process aborting on a desync (gloo received another collective's data; DETAIL's check).
-_DESYNC_SIGN = re.compile(r"data size doesn't match expected size|collective mismatch"
-                          r"|Detected mismatch between collectives")
-_DENSE = frozenset(("train_step", "train_epoch", "nccl_coll", "progress_bar"))
 #: At most this share of the world may end unlike the rest for the rest to single them out.
 ODD_SHARE = 4
 _OWN = (frozenset(_OWN_ERRORS) | frozenset(CAUSE_KINDS)) - frozenset(_REPORTS)
@@ -181,7 +178,7 @@ def lost_peer_only(job: JobModel) -> list[Ending]:
     if any(e.how in ("cause", "timeout") for e in ends.values()) or quiet_odd_ones(job)[0]:
         return []
     lost = [e for e in ends.values() if e.how == "echo" and e.peer_gone]
-    if lost and any(_DESYNC_SIGN.search(e.text) for e in job.events if e.kind not in _DENSE):
+    if lost and any(mismatch_reports(job)):
         return []  # a process aborted on another collective's data: the desync (DSY1) says why
     return lost
 

@@ -8,6 +8,11 @@
   published it: it never got as far as its peers. A key without a rank (``/vocab_ready``) names no
   one.
 
+* ``mismatch_reports(job)``: the lines in which torch or gloo say the ranks ran different
+  collectives: ``TORCH_DISTRIBUTED_DEBUG=DETAIL``'s fingerprint check (``Detected mismatch between
+  collectives on ranks``) and gloo receiving another collective's data (``Received data size doesn't
+  match expected size``). DSY1 tells them; a lost peer beside them is their echo.
+
 Such a statement is stronger than torchrun's "Root Cause", which is only the first process to exit
 (usually one of the waiters). Results are cached per job like the facts.
 """
@@ -22,6 +27,11 @@ from ..events import Event
 from ..model import JobModel
 from .facts import _per_job, fmt_ms, global_rank, int_in, name_ranks, owner, plural, writer
 
+#: TORCH_DISTRIBUTED_DEBUG=DETAIL's check of every collective's fingerprint across ranks.
+FINGERPRINT_MISMATCH = re.compile(r"Detected mismatch between collectives on ranks")
+#: gloo's enforce when a pair received more bytes than the op posted (torch 2.x gloo pair.cc).
+TRANSPORT_MISMATCH = re.compile(r"Received data size doesn't match expected size|Is there a distributed collective "
+                                r"mismatch\??")
 _KEYS = re.compile(r"wait timeout after (?P<ms>\d{1,12}) ?ms, keys: (?P<keys>[^\n]{1,2000})")
 _RANK_KEY = re.compile(r"/(\d{1,7})$")
 
@@ -83,3 +93,11 @@ def _store_keys(job: JobModel) -> list[Statement]:
         out.append(Statement([rank], f"{plural(len(evs), 'process')} waited {fmt_ms(ms)} for the store key "
                              f"{key!r}, which rank {rank} publishes and never did", evs[:3]))
     return out
+
+
+@_per_job
+def mismatch_reports(job: JobModel) -> tuple[list[Event], list[Event]]:
+    """(gloo's transport mismatches, DETAIL's fingerprint mismatches), as the ranks' errors print them."""
+    errors = job.by_kind("python_exception", "cpp_terminate", "torch_wd_exception")
+    return ([e for e in errors if TRANSPORT_MISMATCH.search(e.text)],
+            [e for e in errors if FINGERPRINT_MISMATCH.search(e.text)])

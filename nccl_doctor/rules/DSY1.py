@@ -22,6 +22,7 @@ from ..evidence import facts, frtrace
 from ..evidence.dumps import Mismatch as DumpMismatch
 from ..evidence.dumps import dump_facts
 from ..evidence.facts import name_ranks, pg_label
+from ..evidence.statements import TRANSPORT_MISMATCH, mismatch_reports
 from ..evidence.steps import step_outlier
 from ..findings import Finding
 from ..model import JobModel
@@ -32,10 +33,6 @@ _UNEVEN = ("SEND", "RECV", "RECVANYSOURCE", "GATHER", "SCATTER", "ALLTOALL", "AL
            "ALLGATHER_COALESCED", "ALLREDUCE_COALESCED", "REDUCESCATTER_COALESCED", "_ALLREDUCE_SPARSE",
            "UNKNOWN")
 _P2P = {"SEND", "RECV", "RECVANYSOURCE"}
-_MISMATCH = re.compile(r"Detected mismatch between collectives on ranks")
-#: gloo's enforce when a pair received more bytes than the op posted (torch 2.x gloo pair.cc).
-_TRANSPORT_MISMATCH = re.compile(r"Received data size doesn't match expected size|Is there a distributed collective "
-                                 r"mismatch\??")
 
 
 def check(job: JobModel, rule: Rule) -> list[Finding]:
@@ -134,16 +131,13 @@ def _reported_mismatch(job: JobModel) -> list[Mismatch]:
         out.append((f"the desync report says {name_ranks(ranks)} ran an inconsistent collective"
                     + (f": {detail}" if detail else ""), ranks, [facts.host_of(job, e) for e in inconsistent],
                     inconsistent[:8], ranks))  # torch names them: "the ranks that caused the desync"
-    torn = [e for e in job.by_kind("python_exception", "cpp_terminate", "torch_wd_exception")
-            if _TRANSPORT_MISMATCH.search(e.text)]
+    torn, fingerprints = mismatch_reports(job)
     if torn:
         # The receiver cannot tell which side deviated: name no culprit, only what happened.
         who = name_ranks(facts.global_rank(job, e) for e in torn) or "a process"
         out.append((f"gloo on {who} received data of another size than its collective expected "
-                    f"(\"{_TRANSPORT_MISMATCH.search(torn[0].text).group(0)}\"): the ranks ran different "
+                    f"(\"{TRANSPORT_MISMATCH.search(torn[0].text).group(0)}\"): the ranks ran different "
                     "collectives", [], [], torn[:4], []))
-    fingerprints = [e for e in job.by_kind("python_exception", "torch_wd_exception", "cpp_terminate")
-                    if _MISMATCH.search(e.text)]
     if fingerprints:
         out.append(_fingerprint_mismatch(job, fingerprints))
     return out
