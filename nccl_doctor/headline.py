@@ -11,6 +11,7 @@ sentences. At most ``LIMIT`` characters: details are shortened first, then cut.
 from __future__ import annotations
 
 from .evidence import facts
+from .evidence.endings import lost_peer_only
 from .evidence.facts import fmt_ranks, plural
 from .evidence.named import named_silent
 from .evidence.ras import symmetric_hang
@@ -22,7 +23,8 @@ LIMIT = 140
 #: Rank-level rules that name who failed, lagged or went silent, as ``verdict.CULPRIT_ORDER``.
 CULPRITS = ("RK1", "RK3", "RK2")
 _DOING = {"RK1": "failed first", "RK3": "lagged behind", "RK2": "went silent"}
-_LOST_PEER = " lost the connection to a peer"
+#: A quiet rank the launcher had to end (``Suspect.ended``) was hung: what the launcher did to it.
+_HUNG = {"killed": "kill", "stopped": "stop"}
 #: Classes that only say "some NCCL error": the culprit's own error says more.
 CATCH_ALL = ("NCX",)
 
@@ -40,10 +42,11 @@ def headline(job: JobModel, findings: list[Finding], verdict: dict) -> tuple[str
     text = ""
     for detail, host_limit in ((60, 2), (40, 2), (40, 1), (24, 1), (0, 1)):
         who = _who(lead, ranks, hosts, host_limit)
-        if lead is not None and lead.rule == "RK2" and not ranks and not hosts and _LOST_PEER in lead.summary:
-            # RK2 with nobody to name: ranks lost a peer that left no error (RK2._unknown_peer)
-            lost = lead.summary.split(_LOST_PEER, 1)[0].split(" (", 1)[0]
-            first = f"{lost}{_LOST_PEER}; nothing here singles out the process that went away"
+        lost = lost_peer_only(job) if lead is not None and lead.rule == "RK2" and not ranks and not hosts \
+            and not facts.silent_ranks(job) else []
+        if lost:  # RK2 with nobody to name: ranks lost a peer that left no error (RK2._unknown_peer)
+            first = f"{plural(len(lost), 'rank')} lost the connection to a peer; nothing here singles out the " \
+                    "process that went away"
         elif lead is not None:
             first = f"{who} {_doing(job, lead, klass, ranks, hosts, detail)}"
         elif klass is not None:
@@ -102,13 +105,12 @@ def _doing(job: JobModel, lead: Finding, klass: Finding | None, ranks: list[int]
         # a saved report that names it (ncclras, torchfrtrace) says more than the silence of the logs
         doing += f" ({source} names {'it' if len(ranks) == 1 else 'them'})" if source else \
             " (no line of its own)" if len(ranks) == 1 else " (no line of their own)"
-        if "exited with status 0" in lead.summary:  # endings.left_early: gone before the others failed
+        ended = _ended(job, ranks)
+        if ended == "left":  # endings.left_early: gone before the others failed
             doing = "left the job early (exit status 0, no line of its own)"
-        elif len(ranks) == 1 and "the launcher had to kill it" in lead.summary:  # silent.py's wording
-            doing = "hung (no line of its own; the launcher had to kill it)"
-        elif len(ranks) == 1 and "the launcher had to stop it" in lead.summary:
-            doing = "hung (no line of its own; the launcher had to stop it)"
-    elif lead.rule == "RK2" and len(ranks) == 1 and "exited with status 0" in lead.summary:
+        elif ended in _HUNG and len(ranks) == 1:
+            doing = f"hung (no line of its own; the launcher had to {_HUNG[ended]} it)"
+    elif lead.rule == "RK2" and len(ranks) == 1 and _ended(job, ranks) == "left":
         doing = "left the job early (exit status 0, no error)"  # endings.left_early, a rank with lines
     elif lead.rule == "RK2" and not ranks and not hosts:
         doing = "is missing"
@@ -120,6 +122,12 @@ def _doing(job: JobModel, lead: Finding, klass: Finding | None, ranks: list[int]
         error = _error(job, ranks, hosts)
         return f"{doing}: {_short(error, detail)}" if error else doing
     return doing
+
+
+def _ended(job: JobModel, ranks: list[int]) -> str:
+    """How the named silent ranks ended (``Suspect.ended``), when they all ended alike."""
+    ended = {s.ended for s in facts.silent_ranks(job) if s.rank in ranks}
+    return ended.pop() if len(ended) == 1 else ""
 
 
 def _error(job: JobModel, ranks: list[int], hosts: list[str]) -> str:

@@ -105,6 +105,7 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
     odd, seen = quiet_odd_ones(job)
     node = {host_of_rank(job, e) for e in odd} if len(odd) > 1 else set()
     for e in odd:
+        ended = ""
         if len(node) == 1 and None not in node:
             host = next(iter(node))
             reported = any(file_host(job, ev.file) == host for ev in job.by_kind("elastic_failed", "elastic_cfe"))
@@ -112,20 +113,21 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
                 ", and its launcher stopped them" if reported else ", and that node's log ends with no launcher "
                 "report: the node itself stopped (it died, lost power or its agent was killed)")), "high"
         elif e.how == "killed" and any(int_in(ev.get("exitcode")) in (-9, 137) for ev in e.events):
-            why, conf = (f"it wrote no error while {seen}; the launcher had to kill it (SIGTERM, then SIGKILL when "
-                         "it did not stop): it was hung or frozen"), "high"
+            why, conf, ended = (f"it wrote no error while {seen}; the launcher had to kill it (SIGTERM, then SIGKILL "
+                                "when it did not stop): it was hung or frozen"), "high", "killed"
         elif e.how == "killed":
             why, conf = f"it wrote no error while {seen}; the launcher had to stop it (SIGTERM): it was hung", "high"
+            ended = "stopped"
         elif e.left:
-            why, conf = (f"it is not among the failed processes in its node's launcher report, so it had already "
-                         f"exited with status 0 when {seen}: it left the job early (a return or exit in the "
-                         "script, a shorter data shard)"), "high"
+            why, conf, ended = (f"it is not among the failed processes in its node's launcher report, so it had "
+                                f"already exited with status 0 when {seen}: it left the job early (a return or exit "
+                                "in the script, a shorter data shard)"), "high", "left"
         elif e.state is not None:
             why, conf = f"it wrote no error while {seen}, and its lines stop there: it hung or left without a word", "high"
         else:
             why, conf = f"it wrote no line while {seen}", "medium"
         add(Suspect(e.rank, e.state, why, conf, e.events or (e.state.events[-1:] if e.state else []),
-                    host=host_of_rank(job, e)))
+                    host=host_of_rank(job, e), ended=ended))
     return sorted(found.values(), key=lambda s: (s.rank is None, s.rank or 0))
 
 
