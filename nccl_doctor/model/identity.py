@@ -237,6 +237,7 @@ def _link_local_to_global(events: list[Event], uf: _Union) -> None:
 
 
 _ATTEMPT = re.compile(r"^(?P<run>.*)/attempt_(?P<k>\d{1,6})$")
+_SEPARATOR = re.compile(r"[^A-Za-z0-9]")
 
 
 def _link_log_folders(events: list[Event], uf: _Union) -> None:
@@ -252,23 +253,18 @@ def _link_log_folders(events: list[Event], uf: _Union) -> None:
             by_host[str(host).split(".", 1)[0]][local].add(rank)
     if not by_host:
         return
-    slots = [k for k in uf.parent if k[0] == "logdir"]
+    slots = []  # (key, run folder, attempt number)
+    for key in uf.parent:
+        m = _ATTEMPT.match(key[1]) if key[0] == "logdir" else None
+        if m is not None:
+            slots.append((key, m.group("run"), int(m.group("k"))))
     last: dict[str, int] = {}
-    hosts_of: dict[str, str | None] = {}
-    for _kind, attempt, _local in slots:
-        m = _ATTEMPT.match(attempt)
-        if m:
-            last[m.group("run")] = max(last.get(m.group("run"), 0), int(m.group("k")))
-    for key in slots:
-        _kind, attempt, local = key
-        m = _ATTEMPT.match(attempt)
-        if m is None or int(m.group("k")) != last[m.group("run")]:
-            continue
-        run = m.group("run")
-        if run not in hosts_of:
-            hosts_of[run] = _host_in_path(run, by_host)
+    for _key, run, k in slots:
+        last[run] = max(last.get(run, 0), k)
+    hosts_of = {run: _host_in_path(run, by_host) for run in last}
+    for key, run, k in slots:
         host = hosts_of[run]
-        globs = by_host[host].get(local, set()) if host else set()
+        globs = by_host[host].get(key[2], set()) if host and k == last[run] else set()
         if len(globs) == 1:
             uf.union(("rank", next(iter(globs))), key)
 
@@ -279,8 +275,9 @@ def _host_in_path(path: str, hosts: dict) -> str | None:
     host: thousands of hosts and folders stay cheap."""
     found: set[str] = set()
     for part in path.replace("\\", "/").split("/")[-8:]:
-        cuts = [0] + [m.end() for m in re.finditer(r"[^A-Za-z0-9]", part[:256])]
-        ends = [m.start() for m in re.finditer(r"[^A-Za-z0-9]", part[:256])] + [min(len(part), 256)]
+        part = part[:256]
+        seps = [m.start() for m in _SEPARATOR.finditer(part)]
+        cuts, ends = [0] + [i + 1 for i in seps], seps + [len(part)]
         found.update(part[a:b] for a in cuts for b in ends if b - a >= 2 and part[a:b] in hosts)
     if not found:
         return None
