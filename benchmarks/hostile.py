@@ -32,6 +32,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "flightrec"))
+sys.path.insert(0, str(ROOT / "tests" / "hostile"))
 GOOD = ROOT / "fixtures" / "real" / "019_mn3_timeout.log"
 HANG = ROOT / "fixtures" / "generated" / "hang-mn3-16"
 LIMIT = 2 << 30
@@ -113,19 +114,14 @@ def world(tmp: Path) -> list[dict]:
 
 
 def deep(tmp: Path) -> list[dict]:
+    from test_contained import _deep, _remove_deep  # the test's own builder and its bottom-up removal
+
     base = tmp / "deep"
-    base.mkdir()
-    fd = os.open(base, os.O_RDONLY)
-    for _ in range(1500):
-        os.mkdir("d", dir_fd=fd)
-        nfd = os.open("d", os.O_RDONLY, dir_fd=fd)
-        os.close(fd)
-        fd = nfd
-    out = os.open("rank0.log", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
-    os.write(out, GOOD.read_bytes())
-    os.close(out)
-    os.close(fd)
-    return [show("folder 1500 levels deep", run(["analyze", str(base)]))]
+    path = _deep(base, 1500)
+    try:
+        return [show("folder 1500 levels deep", run(["analyze", str(base)]))]
+    finally:
+        _remove_deep(path, 1500)  # rmtree recurses and would fail on it
 
 
 def closed(tmp: Path) -> list[dict]:
@@ -197,12 +193,6 @@ def main() -> int:
             sub = Path(tmp) / case
             sub.mkdir()
             rows += CASES[case](sub)
-            if case == "deep":  # bottom-up: rmtree recurses and would fail on it
-                p = str(sub / "deep") + "/d" * 1500
-                os.remove(p + "/rank0.log")
-                for _ in range(1500):
-                    os.rmdir(p)
-                    p = os.path.dirname(p)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0
