@@ -32,7 +32,8 @@ _CONSEQUENCE = re.compile(
     r"|Detected mismatch between collectives",
 )
 #: Exception types that only report that a child/peer failed.
-_ECHO_TYPES = ("ChildFailedError", "CalledProcessError", "ProcessExitedException", "SignalException",
+_ECHO_TYPES = ("ChildFailedError", "CalledProcessError", "ProcessExitedException", "ProcessRaisedException",
+               "SignalException",
                "KeyboardInterrupt", "SystemExit", "DistNetworkError", "DistStoreError")
 _CUDA_RX = re.compile(r"CUDA error|CUDA out of memory|illegal memory access|out of memory|ECC error|Xid", re.I)
 
@@ -184,7 +185,8 @@ def _classify_exit(ev: Event, job_timed_out: bool) -> tuple[str, str] | None:
         code, sig = int_in(get("exitcode")), get("sig")
         if (code is not None or sig) and _exit_is_consequence(code, sig, job_timed_out) is not False:
             return None
-        return "exit", f"process {get('proc')} terminated" + (f" with exit code {code}" if code is not None else "")
+        how = f" with signal {sig}" if sig else f" with exit code {code}" if code is not None else ""
+        return "exit", f"process {get('proc')} terminated{how} (torch.multiprocessing.spawn)"
     # Horovod worker exits are MN6's story (elastic Horovod drops and re-adds workers by design).
     if k == "ds_exit":
         code = int_in(get("code"))

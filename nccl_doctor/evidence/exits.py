@@ -97,9 +97,14 @@ def echoed_exit(job: JobModel, ev: Event, echo: tuple[set[int], set[int]]) -> bo
     whose exception was an echo: a consequence too; so is an abort (-6) right after a C++ terminate
     whose what() was an echo (gloo's enforce on a lost peer or a desync). Other codes (-9, 139, an
     abort with no terminate before it) keep their word."""
-    if ev.kind not in ("elastic_cfe", "elastic_failed"):
+    if ev.kind == "mp_spawn_failed":
+        code = int_in(ev.get("exitcode"))
+        if code is None and ev.get("sig") is None:
+            code = 1  # "terminated with the following error": the child relayed its exception, then exited 1
+    elif ev.kind in ("elastic_cfe", "elastic_failed"):
+        code = int_in(ev.get("exitcode") if ev.kind == "elastic_cfe" else ev.get("code"))
+    else:
         return False
-    code = int_in(ev.get("exitcode") if ev.kind == "elastic_cfe" else ev.get("code"))
     if code in (-6, 134):
         return _aborted_on_echo(job, ev)
     if code != 1:

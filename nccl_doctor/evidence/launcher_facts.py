@@ -52,6 +52,28 @@ def step_of(ev: Event) -> int | None:
     return None
 
 
+def progress_key(ev: Event) -> tuple[int, int] | None:
+    """How far a progress line got, comparable across lines: (epoch, step). A step counter that
+    starts again every epoch ("Epoch 2, Step 0") is read with its epoch; -1 where a line names none."""
+    s = step_of(ev)
+    if s is None:
+        return None
+    if ev.kind == "train_epoch":
+        return s, -1
+    epoch = int_in(ev.get("epoch"))
+    return (-1 if epoch is None else epoch), s
+
+
+def progress_text(ev: Event) -> str:
+    """'step 30', or 'epoch 2 step 30' when the step counter starts again every epoch."""
+    key = progress_key(ev)
+    if key is None:
+        return "?"
+    if ev.kind == "train_epoch":
+        return f"epoch {key[0]}"
+    return f"epoch {key[0]} step {key[1]}" if key[0] >= 0 else f"step {key[1]}"
+
+
 def is_after(a: Event, b: Event) -> bool:
     """True when event ``a`` was written after ``b``: line order within one file, time across files."""
     if a.file == b.file:

@@ -9,8 +9,9 @@ from all the others' (who agree) is where the job came apart:
 * behind: it stopped before a collective the others entered (a lagging rank, RK3).
 
 The odd rank must have ended in an echo like the others (a timeout or a lost peer; a rank the
-launcher killed may have lost its last prints in a buffer), and every rank of the world must have
-printed its steps. Results are cached per job like the facts.
+launcher killed may have lost its last prints in a buffer), or be behind while a rank that ended as
+it did (stopped by the launcher, or with no word) printed further, and every rank of the world must
+have printed its steps. Results are cached per job like the facts.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..events import Event
 from ..model import JobModel
 from .endings import endings
 from .facts import _per_job, plural
+from .launcher_facts import progress_key, progress_text
 
 
 @dataclass(slots=True, eq=False)
@@ -46,23 +48,29 @@ def step_outlier(job: JobModel) -> StepOutlier | None:
         if len(steps) < 2:
             return None  # every rank must print its steps, or nothing can be compared
         last[rank] = max(steps, key=lambda e: (e.file, e.line))
-    counts = Counter(int(e.get("step")) for e in last.values())
+    counts = Counter(progress_key(e) for e in last.values())
     if len(counts) != 2:
         return None
-    (common, n), (odd_step, m) = counts.most_common()
+    (common, n), (odd_key, m) = counts.most_common()
     if m != 1 or n != len(last) - 1:
         return None
-    rank = next(r for r, e in last.items() if int(e.get("step")) == odd_step)
-    if ends[rank].how not in ("timeout", "echo"):
-        return None  # stopped by the launcher: a SIGTERM may have cut its last prints from a buffer
-    ahead = odd_step > common
+    rank = next(r for r, e in last.items() if progress_key(e) == odd_key)
+    ahead = odd_key > common
+    how = ends[rank].how
+    if how not in ("timeout", "echo") and not (
+            not ahead and any(ends[r].how == how for r in last if r != rank)
+            and any(e.how in ("timeout", "echo") for e in ends.values())):
+        # Stopped by the launcher: a SIGTERM may have cut its last prints from a buffer. Unless it is
+        # behind and a rank stopped the same way printed further: the stop did not cut its lines.
+        return None
     others = plural(n, "rank")
+    peer = next(e for r, e in last.items() if r != rank)
+    odd_text, common_text = progress_text(last[rank]), progress_text(peer)
     if ahead:
-        reason = (f"its last step line is step {odd_step} while the {others} that waited with it all stopped at "
-                  f"step {common}: it went past a collective they were still waiting in (it skipped it, or ran "
+        reason = (f"its last step line is {odd_text} while the {others} that waited with it all stopped at "
+                  f"{common_text}: it went past a collective they were still waiting in (it skipped it, or ran "
                   "another one in its place)")
     else:
-        reason = (f"its last step line is step {odd_step} while the other {others} all reached step {common}: it "
+        reason = (f"its last step line is {odd_text} while the other {others} all reached {common_text}: it "
                   "stopped before a collective they entered")
-    peer = next(e for r, e in last.items() if r != rank)
-    return StepOutlier(rank, odd_step, common, ahead, reason, [last[rank], peer])
+    return StepOutlier(rank, odd_key[1], common[1], ahead, reason, [last[rank], peer])

@@ -121,8 +121,34 @@ def _keys(ev: Event, file_has_labels: bool) -> list[tuple]:
     return keys
 
 
+def _spawn_relayed(events: list[Event]) -> None:
+    """torch.multiprocessing.spawn's parent names a failed child by its process index ("-- Process 2
+    terminated with the following error:", "process 1 terminated with signal SIGKILL"), which the
+    child's function receives as its first argument: its rank, on the one node such a job has (a
+    multi-node spawn script adds its node's offset, which nothing in the log says). The traceback
+    the parent prints right after the first form is the child's own, relayed: its events are that
+    rank's (up to the exception line that ends it). Not where the spawning parent is an elastic
+    agent (the standalone torchelastic's lines are in the file): its index is a local rank on some
+    node, and what it relays is its own launch wrapper's exit report."""
+    agents = {ev.file for ev in events if ev.kind.startswith("elastic_")}
+    relaying: tuple[str, int] | None = None
+    for ev in events:
+        if relaying is not None and (ev.file != relaying[0] or ev.rank is not None or ev.local_rank is not None):
+            relaying = None
+        if ev.kind == "mp_spawn_failed" and ev.rank is None and ev.local_rank is None \
+                and isinstance(ev.get("proc"), int) and ev.file not in agents:
+            ev.rank = ev.get("proc")
+            if ev.get("exitcode") is None and ev.get("sig") is None:
+                relaying = (ev.file, ev.rank)
+        elif relaying is not None:
+            ev.rank = relaying[1]
+            if ev.kind == "python_exception":
+                relaying = None
+
+
 def build_processes(events: list[Event], world: int | None) -> list[Proc]:
     """Group events into processes and assign global ranks (see module docstring)."""
+    _spawn_relayed(events)
     file_procs: dict[str, set] = defaultdict(set)
     file_labels: set[str] = set()
     file_devs: dict[str, set] = defaultdict(set)
