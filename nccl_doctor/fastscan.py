@@ -75,19 +75,18 @@ class FastScanner(Scanner):
     def _candidate_spans(self, chunk: bytes, base_line: int, out: FileScan) -> list:
         """As the general path's, but the lines of the repetitive families get their literal sets
         too (the prefilter's literals in the line plus the family literals it holds: every format
-        literal of the line), so that they can take the fast path."""
-        spans = self.prefilter.lines(chunk)
+        literal of the line), so that they can take the fast path; and with Hyperscan the lines are
+        grouped lazily (``HitLines``)."""
         extra = self._repeat_spans(chunk, base_line, out)
+        lazy = self.prefilter.hit_lines(chunk, [(s, e, frozenset(lit.decode() for lit in REPEAT_CAPS if lit in chunk[s:e]))
+                                                for s, e in extra])
+        if lazy is not None:
+            return lazy  # grouped as the scan reaches them: the lines a shape run took are passed over
+        spans = self.prefilter.lines(chunk)
         if not extra:
             return spans
         merged = {(s, e): hits for s, e, hits in spans}
-        every_literal = self.prefilter.engine == "hyperscan"
-        for s, e in extra:
-            if every_literal:
-                own = frozenset(lit.decode() for lit in REPEAT_CAPS if lit in chunk[s:e])
-                merged[(s, e)] = merged.get((s, e), frozenset()) | own
-            else:
-                merged[(s, e)] = None
+        merged.update(((s, e), None) for s, e in extra)
         return sorted((s, e, hits) for (s, e), hits in merged.items())
 
     def _plain_line(self, raw: bytes, hits: frozenset, line_no: int, stripper: LauncherStripper, year: int,
@@ -105,12 +104,14 @@ class FastScanner(Scanner):
             if "openmpi_tag" in lf.get("launchers", ()) or gate.match(body) is not None:
                 return None
             hits = frozenset(lit for lit in hits if lit in body)
-        if not body or body.find("[rank", 1) >= 0 or body.find("[R", 1) >= 0 or body.isspace() \
-                or body.startswith("    "):
+        if not body or body.isspace() or body.startswith("    "):
             return None  # (an indented line may be a traceback's quoted source, which is skipped)
-        if "NCCL " in body and (body.count("NCCL ") > 1 or _NCCL_AT_START.match(body) is None) \
+        if (body.find("[rank", 1) >= 0 or body.find("[R", 1) >= 0
+                or ("NCCL " in body and (body.count("NCCL ") > 1 or _NCCL_AT_START.match(body) is None))) \
                 and _GLUE.search(body, 1) is not None:
-            return None  # a glued record may start mid-line: split_glued cuts there
+            # A glued record may start mid-line: split_glued cuts there. Where _GLUE finds no start,
+            # it cuts nowhere (torch's "[Rank 3]", NCCL's "[RO]" are no record starts).
+            return None
         m = self._fast_match(body, raw, hits)
         if m is None:
             return None  # no match: maybe a hard-wrapped record, which the general path joins

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator
+from operator import itemgetter
 
 from .formats import trie_regex
 
@@ -101,6 +103,21 @@ class Prefilter:
         out.append((s, e, literal_set(ids)))
         return out
 
+    def hit_lines(self, chunk: bytes, extra: list | None = None) -> HitLines | None:
+        """``lines(chunk)`` (plus ``extra`` lines) grouped as the caller reaches them (see HitLines);
+        None when the engine does not report every literal (the ``re`` trie)."""
+        if self._hs is None:
+            return None
+        hits: list[tuple[int, int]] = []
+        append = hits.append
+
+        def on_match(lit_id: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+            append((to, lit_id))
+
+        self._hs.scan(chunk, match_event_handler=on_match)
+        hits.sort()
+        return HitLines(chunk, hits, self._literal_set, extra or [])
+
     def _literal_set(self, ids: list[int]) -> frozenset[str]:
         """The literals of these ids, one shared frozenset per distinct set (lines repeat theirs)."""
         key = frozenset(ids)
@@ -125,3 +142,58 @@ def _hyperscan_db(literals: tuple[bytes, ...]):
         return db
     except Exception:
         return None
+
+
+_TO = itemgetter(0)
+
+
+class HitLines:
+    """A chunk's candidate lines (start, end, literals), in order, grouped from Hyperscan's hits
+    only when the caller reaches them: the caller sets ``floor`` to the newline ending the last line
+    it consumed (a run of lines taken in one go), and the hits of the lines up to there are passed
+    over by a bisection instead of being grouped line by line. ``extra``: more (start, end,
+    literals) lines in order, merged in (a line in both gets the union of its literals). The lines
+    yielded are those of ``Prefilter.lines`` merged with ``extra``, but for lines at or before the
+    floor, which the caller skips anyway."""
+
+    __slots__ = ("chunk", "extra", "floor", "hits", "literal_set")
+
+    def __init__(self, chunk: bytes, hits: list[tuple[int, int]], literal_set, extra: list):
+        self.chunk, self.hits, self.literal_set, self.extra = chunk, hits, literal_set, extra
+        self.floor = -1
+
+    def __bool__(self) -> bool:
+        return bool(self.hits or self.extra)
+
+    def __iter__(self) -> Iterator[tuple[int, int, frozenset[str]]]:
+        chunk, hits, extra, literal_set = self.chunk, self.hits, self.extra, self.literal_set
+        find, rfind = chunk.find, chunk.rfind
+        n, n_h, n_x = len(chunk), len(hits), len(extra)
+        i = j = 0
+        while True:
+            floor = self.floor
+            if i < n_h and hits[i][0] <= floor:  # a hit ending by the floor lies in a consumed line
+                i = bisect_right(hits, floor, lo=i, key=_TO)
+            if i >= n_h:
+                while j < n_x:
+                    yield extra[j]
+                    j += 1
+                return
+            to = hits[i][0]
+            s = rfind(b"\n", 0, to - 1) + 1
+            e = find(b"\n", to - 1)
+            if e < 0:
+                e = n
+            ids = [hits[i][1]]
+            i += 1
+            while i < n_h and hits[i][0] <= e:  # literals hold no newline: a hit ending by e is in this line
+                ids.append(hits[i][1])
+                i += 1
+            lits = literal_set(ids)
+            while j < n_x and extra[j][0] < s:
+                yield extra[j]
+                j += 1
+            if j < n_x and extra[j][0] == s:
+                lits = lits | extra[j][2]
+                j += 1
+            yield s, e, lits

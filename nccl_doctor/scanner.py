@@ -17,7 +17,7 @@ from .discover import InputFile
 from .eventcap import EventCap
 from .events import Event
 from .launchers import LauncherStripper, detect_modes, head_lines
-from .prefilter import Prefilter
+from .prefilter import HitLines, Prefilter
 from .reading import ReadIssue, clean_line, iter_chunks, looks_binary, open_binary
 from .records import BLOCK_LITERALS, is_continuation, join_block, quotes_source, split_glued
 from .scan_events import make_event
@@ -166,6 +166,7 @@ class Scanner:
         counted_to = 0
         consumed_to = -1
         capped = [lit for lit, (cap, _k) in REPEAT_CAPS.items() if repeats.get(lit, 0) >= cap]
+        lazy = spans if isinstance(spans, HitLines) else None  # told where the scan got to (see HitLines)
         for s, e, hits in spans:
             if s <= consumed_to or s in skip:
                 continue
@@ -179,11 +180,15 @@ class Scanner:
                 if ev is not None:
                     if not skip:  # (lines a wrapped record took are not run lines)
                         consumed_to = self._run_after(chunk, s, e, ev, hits, line_no, stripper, year, out, capped)
+                        if lazy is not None:
+                            lazy.floor = consumed_to
                     continue
             end = self._parse_line(cur, s, e, raw, hits, line_no, year, out, capped)
             if end > e:
                 consumed_to = end
                 out.parsed += chunk.count(b"\n", e, end)
+                if lazy is not None:
+                    lazy.floor = consumed_to
 
     def _plain_line(self, raw: bytes, hits: frozenset, line_no: int, stripper: LauncherStripper, year: int,
                     out: FileScan, capped: list) -> Event | None:

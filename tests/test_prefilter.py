@@ -64,3 +64,43 @@ def test_trie_regex_matches_exactly_the_literals():
 def test_empty_literal_set_is_refused():
     with pytest.raises(ValueError):
         Prefilter([])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["x", "NCCL ", "WARN", "Init", " COMPLETE", "ab", "c", "d", "-> ", "\n", "Q"]),
+                max_size=60),
+       st.lists(st.integers(0, 80), max_size=6))
+def test_lazy_hit_lines_are_the_lines_merged_with_the_extra_ones(parts, floors):
+    """HitLines yields what ``lines`` gives merged with the extra lines (a line in both with the union
+    of its literals), in order; with the floor moved while iterating, the same but for lines
+    starting at or before the floor (the caller skips those)."""
+    try:
+        pf = Prefilter(LITS, engine="hyperscan")
+    except RuntimeError:
+        pytest.skip("no hyperscan wheel here")
+    buf = "".join(parts).encode()
+    starts = [0] + [i + 1 for i, b in enumerate(buf) if b == 10]
+    extra = []
+    for s in starts:  # lines holding "Q" stand for the repetitive families found apart
+        e = buf.find(b"\n", s)
+        e = len(buf) if e < 0 else e
+        if b"Q" in buf[s:e]:
+            extra.append((s, e, frozenset({"Q"})))
+    merged = {(s, e): hits for s, e, hits in pf.lines(buf)}
+    for s, e, own in extra:
+        merged[(s, e)] = merged.get((s, e), frozenset()) | own
+    expect = sorted((s, e, hits) for (s, e), hits in merged.items())
+    assert list(pf.hit_lines(buf, extra)) == expect
+    def walk(lines, set_floor) -> list:  # the scan's loop: skip what it consumed, then move the floor
+        got, floor, moves = [], -1, list(floors)
+        for s, e, hits in lines:
+            if s <= floor:
+                continue
+            got.append((s, e, hits))
+            if moves:
+                floor = max(floor, e + moves.pop(0))
+                set_floor(floor)
+        return got
+
+    lazy = pf.hit_lines(buf, extra)
+    assert walk(lazy, lambda f: setattr(lazy, "floor", f)) == walk(expect, lambda f: None)
