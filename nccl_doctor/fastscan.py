@@ -78,8 +78,9 @@ class FastScanner(Scanner):
         literal of the line), so that they can take the fast path; and with Hyperscan the lines are
         grouped lazily (``HitLines``)."""
         extra = self._repeat_spans(chunk, base_line, out)
+        # (sorted: _repeat_spans lists one family after the other)
         lazy = self.prefilter.hit_lines(chunk, [(s, e, frozenset(lit.decode() for lit in REPEAT_CAPS if lit in chunk[s:e]))
-                                                for s, e in extra])
+                                                for s, e in sorted(extra)])
         if lazy is not None:
             return lazy  # grouped as the scan reaches them: the lines a shape run took are passed over
         spans = self.prefilter.lines(chunk)

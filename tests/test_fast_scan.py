@@ -89,6 +89,19 @@ def test_same_scans_on_built_lines(parts):
         assert getattr(a, name) == getattr(b, name), name
 
 
+def test_both_repetitive_families_keep_line_order():
+    """A per-collective line before an inter-node channel line, other candidates around them: the
+    two families are found apart (one after the other), yet the lines are taken in file order, so
+    every event keeps its own line number (the fast path once took them family by family)."""
+    coll = next(x for x in SAMPLES if ": opCount " in x)
+    net = next(x for x in SAMPLES if "via NET/" in x)
+    other = next(x for x in SAMPLES if "Init COMPLETE" in x)
+    data = "\n".join([other, coll, other, net, other, coll, other]).encode() + b"\n"
+    a, b = _scan_bytes(GENERAL, data), _scan_bytes(FAST, data)
+    assert [e.line for e in b.events] == [e.line for e in a.events]
+    assert sorted({e.line for e in b.events}) == list(range(1, 8))  # every line is a record of its own
+
+
 def test_memo_reads_each_line_s_own_digits():
     """Two step lines of one digit shape: the second is answered from the memo, with its own values."""
     data = b"step: 10  loss:  7.1234  mfu: 40.10%\nstep: 11  loss:  6.9876  mfu: 41.20%\n"
