@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import multiprocessing
 import os
 import sys
 import time
@@ -125,6 +126,8 @@ def scan_files(files: list[InputFile], jobs: int | None = None, progress: Progre
         sizes[j] += files[i].size
     results: list[FileScan | None] = [None] * len(files)
     done = 0
+    if multiprocessing.get_start_method() == "fork":
+        _scanner(engine)  # compiled once here: forked workers inherit it instead of each compiling its own
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         futs = [(b, pool.submit(_scan_batch, [files[i] for i in b], engine)) for b in batches if b]
         for b, fut in futs:

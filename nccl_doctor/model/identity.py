@@ -130,7 +130,11 @@ def _spawn_relayed(events: list[Event]) -> None:
     rank's (up to the exception line that ends it). Not where the spawning parent is an elastic
     agent (the standalone torchelastic's lines are in the file): its index is a local rank on some
     node, and what it relays is its own launch wrapper's exit report."""
-    agents = {ev.file for ev in events if ev.kind.startswith("elastic_")}
+    spawned = [ev for ev in events if ev.kind == "mp_spawn_failed"]
+    if not spawned:
+        return
+    files = {ev.file for ev in spawned}
+    agents = {ev.file for ev in events if ev.file in files and ev.kind.startswith("elastic_")}
     relaying: tuple[str, int] | None = None
     for ev in events:
         if relaying is not None and (ev.file != relaying[0] or ev.rank is not None or ev.local_rank is not None):

@@ -17,10 +17,8 @@ from ..model import RankState
 
 def last_coll(r: RankState) -> dict[str, Any] | None:
     """The rank's last NCCL COLL line: ``{"op", "opcount", "comm_ranks"}``, or None."""
-    coll = None
-    for e in r.events:
-        if e.kind == "nccl_coll":
-            coll = e  # events are in line order: the last one wins
+    # events are in line order: the last one wins
+    coll = next((e for e in reversed(r.events) if e.kind == "nccl_coll"), None)
     if coll is None:
         return None
     n = coll.get("nranks")
