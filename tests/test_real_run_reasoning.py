@@ -136,3 +136,34 @@ def test_a_closed_peer_written_before_a_timeout_is_one_more_waiter(tmp_path):
     # was exiting from its own timeout. Nothing singles out a rank.
     report = _late_case(tmp_path, ["e0", "t1", "t2", "t3"])
     assert report.verdict["ranks"] == []
+
+
+def _json_steps(ranks, step: int) -> list[str]:
+    return [f'{{"time": "2026-11-27T05:56:5{step % 10}.261", "level": "INFO", "rank": {r}, '
+            f'"msg": "step {step}/24 loss 0.7854 (0.06 s/step)"}}' for r in ranks]
+
+
+_CAUGHT = ["2026-11-27 05:56:54,036 | ERROR | sample 72 of shard 3 is malformed; skipping it",
+           "Traceback (most recent call last):",
+           '  File "/srv/train.py", line 221, in strike',
+           '    _ = {"input_ids": 1}["attention_mask"]',
+           "KeyError: 'attention_mask'"]
+
+
+def test_a_traceback_of_nobody_that_every_rank_trains_past_was_handled(tmp_path):
+    # Shapes of fixtures/realruns/t4_caught_r3_w4_json: JSON lines name each rank; a logged,
+    # caught exception has no rank on it; all four ranks print steps after it: it stopped nobody.
+    lines = _json_steps(range(4), 8) + _CAUGHT + _json_steps(range(4), 12) + _json_steps(range(4), 16)
+    p = tmp_path / "console.log"
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    r = analyze([str(p)])
+    assert not [f for f in r.findings if f.severity.value == "error"]
+
+
+def test_a_traceback_of_nobody_after_which_one_rank_stops_is_a_failure(tmp_path):
+    # The same, but rank 3 prints nothing after it: the traceback may be its own end.
+    lines = _json_steps(range(4), 8) + _CAUGHT + _json_steps(range(3), 12) + _json_steps(range(3), 16)
+    p = tmp_path / "console.log"
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    r = analyze([str(p)])
+    assert "RK1" in {f.rule for f in r.findings if f.severity.value == "error"}

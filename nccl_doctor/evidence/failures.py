@@ -329,10 +329,19 @@ def _recovered(job: JobModel, f: Failure) -> bool:
     if any(e.kind in _REPORTS for e in f.events):
         return False
     ev = f.events[0]
-    later = [e for e in _progress_by_file(job).get(ev.file, ()) if e.line > ev.line]
+    progress = _progress_by_file(job).get(ev.file, ())
+    later = [e for e in progress if e.line > ev.line]
     if any(e.kind != "train_step" for e in later):
         return False  # progress after a restart is a new attempt, not a recovery
-    return any(owner(job, e) is f.state or (e.rank is not None and e.rank == f.rank) for e in later)
+    if any(owner(job, e) is f.state or (e.rank is not None and e.rank == f.rank) for e in later):
+        return True
+    if f.rank is None and f.label is None:
+        # Nobody's traceback (no rank prefix on it): when every rank that prints steps in this file
+        # printed more of them after it, whoever wrote it trained on (a caught error, logged).
+        stepping = {e.rank for e in progress if e.rank is not None}
+        return bool(stepping) and None not in {e.rank for e in progress} \
+            and stepping <= {e.rank for e in later}
+    return False
 
 
 def first_failure(job: JobModel, crash_only: bool = False) -> Failure | None:
