@@ -16,6 +16,7 @@ from typing import Any
 
 from .discover import InputError, InputFile, discover
 from .events import Event, Skipped
+from .evidence.failures import stopped_from_outside
 from .evidence.status import assign_statuses
 from .findings import Finding, Severity
 from .model import JobModel, build_job
@@ -204,6 +205,13 @@ def analyze_scans(scans: list[FileScan], skipped: list[Skipped], *, select=None,
         seen, world = job.coverage() or (0, 0)
         notes.insert(0, f"the logs cover {seen:,} of {world:,} ranks: they are partial, so the {world - seen:,} "
                         "ranks without a line are not named as missing")
+    stop = stopped_from_outside(job)
+    if stop:
+        sig = stop[0].get("sig") if stop[0].kind == "elastic_death_signal" else None
+        notes.append(f"the job was stopped from outside ({stop[0].file}:{stop[0].line}: "
+                     + (f"torchrun received signal {sig} and shut its workers down" if sig is not None
+                        else "Slurm cancelled it" + (" at its time limit" if "TIME LIMIT" in stop[0].text else ""))
+                     + "): a preemption, a scheduler's time limit or cancel, an operator; not a failure of the job")
     verdict, last = _verdict(job, findings)
     inputs = {
         "files": len(read),

@@ -167,3 +167,20 @@ def test_a_traceback_of_nobody_after_which_one_rank_stops_is_a_failure(tmp_path)
     p.write_text("\n".join(lines) + "\n", encoding="utf-8")
     r = analyze([str(p)])
     assert "RK1" in {f.rule for f in r.findings if f.severity.value == "error"}
+
+
+def test_a_job_whose_every_agent_was_signalled_was_stopped_not_failed(tmp_path):
+    # Shapes of fixtures/realruns/t4_job_sigint_w4: the operator's Ctrl-C reaches torchrun, which
+    # stops its workers; each rank's KeyboardInterrupt is an echo of that. No rank failed.
+    lines = ["W1127 05:59:58.781000 12412 torch/distributed/elastic/agent/server/api.py:753] Received 2 death "
+             "signal, shutting down workers"]
+    for r in range(4):
+        lines += [f"[rank{r}]: Traceback (most recent call last):",
+                  f'[rank{r}]:   File "/srv/train.py", line 160, in main', f"[rank{r}]: KeyboardInterrupt"]
+    lines += ["torch.distributed.elastic.multiprocessing.api.SignalException: Process 12412 got signal: 2"]
+    p = tmp_path / "console.log"
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    r = analyze([str(p)])
+    assert not [f for f in r.findings if f.severity.value == "error"]
+    assert any("stopped from outside" in n and "signal 2" in n for n in r.notes)
+

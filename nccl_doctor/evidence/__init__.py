@@ -7,3 +7,7 @@ per job); the other modules hold one kind of fact each: failures and echoes (``f
 ``transport``, ``netsel``), launcher facts, Flight Recorder dump facts (``dumps``) and each
 rank's status (``status``).
 """
+
+# facts first, whatever submodule is imported: facts and causes import each other, and only that
+# order works (facts imports causes at its end, once what causes needs from it is defined).
+from . import facts  # noqa: E402, F401

@@ -102,12 +102,10 @@ def _signalled_agents(job: JobModel) -> list[Failure]:
     """torchrun agents that were themselves signalled ("Received 15 death signal, shutting down
     workers") while other agents were not: that node was stopped from outside (a preemption, a
     scheduler's limit, an operator), and the others' errors follow from it. When every agent got the
-    signal the whole job was cancelled: no node stands out (one agent alone: it is the job)."""
-    agents = {file_host(job, e.file) or e.file for e in job.events if e.kind.startswith("elastic_")}
-    hit: dict[str, list[Event]] = defaultdict(list)
-    for e in job.by_kind("elastic_death_signal"):
-        hit[file_host(job, e.file) or e.file].append(e)
-    if not hit or (len(agents) > 1 and set(hit) >= agents):
+    signal (one agent alone: it is the job) the whole job was stopped: no node stands out, and a stop
+    from outside is no failure (CATALOGUE: a scheduler's cancel is not a fault)."""
+    agents, hit = _agent_signals(job)
+    if not hit or set(hit) >= agents:
         return []
     out = []
     for where, evs in hit.items():
@@ -118,6 +116,26 @@ def _signalled_agents(job: JobModel) -> list[Failure]:
                                 "from outside (a preemption, the scheduler's time limit or cancel, an operator)",
                            label=f"the node {host}" if host else "a node"))
     return out
+
+
+@_per_job
+def _agent_signals(job: JobModel) -> tuple[set[str], dict[str, list[Event]]]:
+    """(every torchrun agent of the job, by host or file; the agents that got a death signal -> those lines)."""
+    agents = {file_host(job, e.file) or e.file for e in job.events if e.kind.startswith("elastic_")}
+    hit: dict[str, list[Event]] = defaultdict(list)
+    for e in job.by_kind("elastic_death_signal"):
+        hit[file_host(job, e.file) or e.file].append(e)
+    return agents, dict(hit)
+
+
+def stopped_from_outside(job: JobModel) -> list[Event]:
+    """The lines saying the whole job was stopped from outside: every torchrun agent got a death signal
+    (an operator's Ctrl-C, a preemption, a scheduler's cancel), or Slurm cancelled the job. Not a
+    failure of any rank (see _signalled_agents); the report says it in a note."""
+    agents, hit = _agent_signals(job)
+    if hit and set(hit) >= agents:
+        return [evs[0] for evs in hit.values()]
+    return job.by_kind("slurm_cancel")[:2]
 
 
 def _pair_loose_traceback(job: JobModel, out: list[Failure], echo_ranks: set[int]) -> list[Failure]:
