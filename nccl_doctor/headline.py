@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from .evidence import facts
 from .evidence.endings import lost_peer_only
-from .evidence.facts import fmt_ranks, plural
+from .evidence.facts import fmt_ms, fmt_ranks, plural
+from .evidence.hang import silent_hang
 from .evidence.named import named_silent
 from .evidence.ras import symmetric_hang
 from .findings import Finding, Severity
@@ -49,6 +50,9 @@ def headline(job: JobModel, findings: list[Finding], verdict: dict) -> tuple[str
                     "process that went away"
         elif lead is not None:
             first = f"{who} {_doing(job, lead, klass, ranks, hosts, detail)}"
+        elif klass is not None and klass.rule == "TO1" and (hang := silent_hang(job)) is not None:
+            first = f"the job hung silently: its progress stopped {fmt_ms(hang[0] * 1000)} before its logs end, " \
+                    "with no error"  # (error handling, TO1's title, is only what kept it from being one)
         elif klass is not None:
             first = f"{who}: {klass.title}" if who else klass.title
         else:
