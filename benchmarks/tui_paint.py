@@ -50,9 +50,10 @@ def main() -> int:
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--ranks", type=int, default=4096)
+    ap.add_argument("--corpus", default="mn3", help="a corpus of bench.py: mn3 or steps")
     ap.add_argument("--reps", type=int, default=3)
     args = ap.parse_args()
-    path = corpus(args.ranks)
+    path = corpus(args.corpus, args.ranks)
     t = time.perf_counter()
     report = analyze(str(path))
     loading = time.perf_counter() - t
