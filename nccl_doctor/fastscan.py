@@ -44,7 +44,7 @@ RUN_MAX = 1 << 16
 #: Run plans kept per process (each holds a compiled regex): bounded whatever the input.
 RUN_PLANS_MAX = 4096
 #: The fields a record's time is read from (timeparse.event_time): a shape run's lines have none.
-_TIME_FIELDS = frozenset(("ts", "mmdd", "hms", "hvdtime"))
+_TIME_FIELDS = frozenset(("ts", "mmdd", "hms", "hvdtime", "mdyts"))
 
 
 class FastScanner(Scanner):

@@ -64,4 +64,19 @@ def event_time(fields: dict, year: int) -> float | None:
     hvd = fields.get("hvdtime")
     if isinstance(hvd, str):
         return parse_asctime(hvd)
+    mdy = fields.get("mdyts")
+    if isinstance(mdy, str):
+        return parse_mdy(mdy)
     return None
+
+
+_MDY = re.compile(r"(\d{2})/(\d{2})/(\d{4}) (\d{2}):(\d{2}):(\d{2})")
+
+
+def parse_mdy(text: str) -> float | None:
+    """``11/27/2026 06:04:30``: the transformers example scripts' logging date (``%m/%d/%Y``)."""
+    m = _MDY.search(text)
+    if not m:
+        return None
+    mo, d, y, h, mi, s = (int(x) for x in m.groups())
+    return _epoch(y, mo, d, h, mi, s)
