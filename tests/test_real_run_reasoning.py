@@ -184,3 +184,18 @@ def test_a_job_whose_every_agent_was_signalled_was_stopped_not_failed(tmp_path):
     assert not [f for f in r.findings if f.severity.value == "error"]
     assert any("stopped from outside" in n and "signal 2" in n for n in r.notes)
 
+
+
+def test_gloo_timeouts_before_any_step_while_one_rank_preprocesses_is_a_start_up_timeout(tmp_path):
+    # Shapes of fixtures/realruns/t4_prep_r2_w4_json: gloo's timeouts carry no SeqNum; no rank has
+    # printed a training step; rank 2's last line says it is preprocessing: the timeout is too short
+    # for start-up (TO2), and rank 2 is the one the others waited for.
+    lines = ['{"time": "2026-11-27T06:34:32.308", "level": "INFO", "rank": 2, "msg": "Preprocessing the dataset '
+             '(tokenizing 1.2M documents into the shard cache) ..."}']
+    lines += [_TIMEOUT.format(r=r) for r in (0, 1, 3)]
+    p = tmp_path / "console.log"
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    r = analyze([str(p)])
+    to2 = next(f for f in r.findings if f.rule == "TO2")
+    assert to2.severity.value == "error" and to2.ranks == [2]
+    assert "before any training step" in to2.summary

@@ -282,6 +282,8 @@ from .silent import silent_ranks  # noqa: E402
 from .suspects import (  # noqa: E402
     EARLY_SEQ,
     Suspect,
+    early_place,
+    early_timeouts,
     lagging_ranks,
     stage_outliers,
     still_starting,
@@ -300,7 +302,8 @@ from .timeouts import (  # noqa: E402
 
 __all__ = [
     "CAUSE_KINDS", "DEFAULT_TIMEOUTS_MS", "EARLY_SEQ", "NETWORK_KINDS", "Failure", "PgTimeouts",
-    "RankTimeout", "Suspect", "WatchdogKill", "brief", "classify", "count_ranks", "expand_tasks", "failures",
+    "RankTimeout", "Suspect", "WatchdogKill", "brief", "classify", "count_ranks", "early_place", "early_timeouts",
+    "expand_tasks", "failures",
     "file_host", "first_failure", "first_ts", "fmt_ms", "fmt_ranks", "global_rank", "host_of", "int_in", "job_failed",
     "killed_ranks", "lagging_ranks", "line_key", "name_ranks", "owner", "per_rank_layout", "pg_label",
     "plural", "proc_key", "silent_ranks", "stage_outliers", "state_for_pid", "still_starting", "strongest",

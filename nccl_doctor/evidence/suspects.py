@@ -34,7 +34,7 @@ from .facts import (
 )
 from .named import named_lagging
 from .steps import step_outlier
-from .timeouts import WatchdogKill, timeouts_by_pg, watchdog_kills
+from .timeouts import PgTimeouts, WatchdogKill, timeouts_by_pg, watchdog_kills
 from .torchchecks import desync_ranks
 
 
@@ -162,13 +162,31 @@ def writer_last_line(job: JobModel, ev: Event) -> LastLine | None:
 
 
 @_per_job
+def early_timeouts(job: JobModel) -> dict[str, PgTimeouts]:
+    """Process groups whose ranks timed out in one of their first collectives: SeqNum <= 3, or, where
+    the timeouts carry no SeqNum (gloo's "Timed out waiting"), before the job printed any training
+    progress at all (still in start-up)."""
+    started = bool(job.by_kind("train_step", "train_epoch"))
+    return {pg: pt for pg, pt in timeouts_by_pg(job).items()
+            if (pt.seq is not None and pt.seq <= EARLY_SEQ) or (pt.seq is None and not started)}
+
+
+@_per_job
 def still_starting(job: JobModel) -> dict[int | None, list[Event]]:
     """rank -> start-up work lines (model loading, downloads, preprocessing) that were still going on
-    when the others timed out in one of the first collectives (SeqNum <= 3). A rank that timed out
-    itself, or whose log moved on after its start-up lines, had finished starting."""
-    early = [pt for pt in timeouts_by_pg(job).values() if pt.seq is not None and pt.seq <= EARLY_SEQ]
+    when the others timed out in one of the first collectives (``early_timeouts``). A rank that timed
+    out itself, or whose log moved on after its start-up lines, had finished starting; where the
+    timeouts carry no SeqNum (the job printed no progress at all), start-up lines written in the
+    same file before the first timeout report were too."""
+    early = list(early_timeouts(job).values())
     if not early:
         return {}
+    first_report = {}  # file -> line of the first timeout report in it (timeouts without a SeqNum)
+    for pt in early:
+        if pt.seq is None:
+            for r in pt.reports:
+                for e in r.events:
+                    first_report[e.file] = min(first_report.get(e.file, e.line), e.line)
     waiting = {r for pt in early for r in pt.ranks}
     stop = min((pt.ts for pt in early if pt.ts is not None), default=None)
     window = max((max(pt.timeouts_ms) for pt in early if pt.timeouts_ms), default=0) / 1000.0
@@ -183,6 +201,7 @@ def still_starting(job: JobModel) -> dict[int | None, list[Event]]:
         else:  # else it must have been written after the others began to wait
             busy = ev.ts is not None and stop is not None and abs(ev.ts - stop) < 2 * 86400 \
                 and stop - window < ev.ts <= stop + 60
+        busy = busy or ev.line < first_report.get(ev.file, -1)
         if busy:
             out[rank].append(ev)
     return dict(out)
@@ -191,15 +210,22 @@ def still_starting(job: JobModel) -> dict[int | None, list[Event]]:
 def _busy_starting(job: JobModel, add: Callable[[Suspect], None]) -> None:
     """Others timed out in an early collective while this rank was still loading or preprocessing:
     it is the rank they waited for."""
-    pt = timeouts_by_pg(job).get("default")
-    if pt is None or pt.seq is None or pt.seq > EARLY_SEQ:
+    pt = early_timeouts(job).get("default")
+    if pt is None:
         return
     for rank, evs in still_starting(job).items():
         if rank is not None and rank not in pt.ranks:
             what = "; ".join(sorted({str(e.get("detail") or e.get("what")) for e in evs})[:3])
             add(Suspect(rank, job.known_ranks().get(rank), f"it was still busy with start-up work ({what}) while "
-                        f"{plural(len(pt.ranks), 'rank')} waited in {pt.op or 'a collective'} SeqNum {pt.seq}",
+                        f"{plural(len(pt.ranks), 'rank')} waited in {early_place(pt)}",
                         "medium", evs[-1:] + pt.lead_events()[:1]))
+
+
+def early_place(pt: PgTimeouts) -> str:
+    """Where the ranks of an early timeout waited: 'BROADCAST SeqNum 1', 'a collective before any training step'."""
+    if pt.seq is None:
+        return f"{pt.op or 'a collective'} before any training step"
+    return f"{pt.op or 'a collective'} SeqNum {pt.seq}"
 
 
 def _work_list_outliers(job: JobModel, add: Callable[[Suspect], None]) -> None:

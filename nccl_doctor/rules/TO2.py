@@ -20,14 +20,13 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
     busy = facts.still_starting(job)
     if not busy:
         return []
-    pg, pt = min(((pg, pt) for pg, pt in facts.timeouts_by_pg(job).items()
-                  if pt.seq is not None and pt.seq <= facts.EARLY_SEQ), key=lambda kv: kv[1].seq or 0)
+    pg, pt = min(facts.early_timeouts(job).items(), key=lambda kv: kv[1].seq or 0)
     workers = sorted(r for r in busy if r is not None)
     lines = [e for evs in busy.values() for e in evs]
     doing = "; ".join(sorted({str(e.get("detail") or e.get("what") or "start-up work") for e in lines})[:3])
     tmo = max(pt.timeouts_ms) if pt.timeouts_ms else None
     waited = (f"{facts.count_ranks([r.rank for r in pt.reports], len(pt.reports))} timed out after "
-              f"{fmt_ms(pt.ran_ms or tmo)} in {pt.op or 'a collective'} SeqNum {pt.seq} of {pg_label(pg, pt.desc)}")
+              f"{fmt_ms(pt.ran_ms or tmo)} in {facts.early_place(pt)} of {pg_label(pg, pt.desc)}")
     if workers:
         who = facts.name_ranks(workers)
         summary = (f"{waited} while {who} {'were' if len(workers) > 1 else 'was'} still busy with start-up work "
