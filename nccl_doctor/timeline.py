@@ -131,9 +131,16 @@ def build(report: Any) -> Timeline:
         rows.append(row)
         marks.extend((i, *m) for m in mk)
     seen = {r.rank for r in states if r.rank is not None}
+    # A rank with no line of its own sits under the host a launcher's table gave it, or the one the
+    # verdict names for it (its neighbours' node), as the report says it.
+    verdict = getattr(report, "verdict", None) or {}
+    named = verdict.get("hosts") or []
+    verdict_host = named[0] if len(named) == 1 and len(verdict.get("ranks") or []) == 1 else None
     for m in job.missing_ranks():
         if m not in seen:
-            rows.append(_missing_row(m))
+            row = _missing_row(m)
+            row["host"] = job.rank_hosts.get(m) or (verdict_host if m in (verdict.get("ranks") or []) else None)
+            rows.append(row)
     ranks = pd.DataFrame(rows, columns=list(_missing_row(0)))
     order_of = {h: i for i, h in enumerate(sorted(ranks["host"].dropna().unique(), key=natural_key))}
     ranks["_h"] = ranks["host"].map(order_of).fillna(len(order_of))

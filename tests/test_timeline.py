@@ -173,3 +173,14 @@ def test_16k_ranks_build():  # how long it takes is measured by benchmarks/tui_p
     rep = hang_report(n=16384, per_host=8, culprit=12345)
     tl = build(rep)
     assert tl.n == 16384 and tl.last["ranks"] == [12345]
+
+
+def test_a_missing_rank_sits_under_the_host_the_report_names_for_it():
+    # The rank wrote nothing; the verdict names it on one host (its neighbours' node): the timeline
+    # lists it there, not under "(no host)"; another missing rank nobody placed stays hostless.
+    rep = hang_report(n=8, culprit=5, missing=(3, 5), verdict=False)
+    rep.verdict = {"summary": "rank 5 went silent", "rule": "RK2", "ranks": [5], "hosts": ["gpu-node-01"],
+                   "headline": "rank 5 (gpu-node-01) went silent [RK2]", "rules": ["RK2"]}
+    tl = build(rep)
+    assert _rank(tl, 5)["host"] == "gpu-node-01"
+    assert _rank(tl, 3)["host"] is None
