@@ -199,3 +199,19 @@ def test_gloo_timeouts_before_any_step_while_one_rank_preprocesses_is_a_start_up
     to2 = next(f for f in r.findings if f.rule == "TO2")
     assert to2.severity.value == "error" and to2.ranks == [2]
     assert "before any training step" in to2.summary
+
+
+def test_one_exception_raised_by_every_rank_before_any_prefix_is_each_reported_exit(tmp_path):
+    # Shapes of fixtures/realruns/t4_nccl_nogpu_w4: every rank raised the same RuntimeError before
+    # torch's rank prefixes existed; torchrun reports ranks 1 and 2 as failed (0 and 3 got its SIGTERM).
+    lines = []
+    for _ in range(4):
+        lines += ["Traceback (most recent call last):", '  File "/srv/train.py", line 137, in main',
+                  '    raise RuntimeError("Distributed package doesn\'t have NCCL built in")',
+                  "RuntimeError: Distributed package doesn't have NCCL built in"]
+    lines += _table("node-3", [(2, 2, 1, 4402), (0, 0, -15, 4400), (3, 3, -15, 4403)], (1, 1, 1, 4401))
+    p = tmp_path / "console.log"
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    r = analyze([str(p)])
+    assert r.verdict["ranks"] and set(r.verdict["ranks"]) <= {1, 2}
+    assert "NCCL built in" in r.verdict["headline"]

@@ -173,6 +173,13 @@ def _pair_loose_traceback(job: JobModel, out: list[Failure], echo_ranks: set[int
             f.rank, f.state, f.host = ex.rank, ex.state, f.host or ex.host
             f.events = [*f.events, *ex.events]
             drop.add(id(ex))
+        elif len(exits) > 1 and len(fs) == len(exits) + 1 and _told_times(f) >= len(exits):
+            # The same exception told at least once per rank whose failed exit the launcher reports
+            # (raised before any rank prefix existed: a config or environment error that hit every
+            # process alike): each of those exits is that exception.
+            for ex in exits:
+                ex.category, ex.what, ex.events = f.category, f.what, [*f.events[:1], *ex.events]
+            drop.add(id(f))
         elif not exits and (rank := _only_unspoken_rank(job, file)) is not None:
             f.rank, f.state = rank, job.known_ranks().get(rank)
             f.host = f.host or job.rank_hosts.get(rank)
@@ -187,6 +194,12 @@ def _pair_loose_traceback(job: JobModel, out: list[Failure], echo_ranks: set[int
         else:
             first.setdefault(f.rank, f)
     return [f for f in out if id(f) not in drop]
+
+
+def _told_times(f: Failure) -> int:
+    """How many times a loose failure's exception was raised, word for word (0: not one exception)."""
+    texts = [e.text for e in f.events if e.kind == "python_exception"]
+    return len(texts) if texts and len(set(texts)) == 1 else 0
 
 
 #: Python's names of the fatal signals it dumps a stack for (faulthandler), and their numbers.
