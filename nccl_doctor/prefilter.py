@@ -48,7 +48,7 @@ class Prefilter:
 
     def lines(self, chunk: bytes) -> list[tuple[int, int, frozenset[str] | None]]:
         if self._hs is not None:
-            return self._lines_hs(chunk)
+            return list(self.hit_lines(chunk))  # one grouping of Hyperscan's hits: HitLines, read through
         return self._lines_re(chunk)
 
     def _lines_re(self, chunk: bytes) -> list[tuple[int, int, None]]:
@@ -69,39 +69,6 @@ class Prefilter:
             pos = e + 1
             if pos >= n:
                 return out
-
-    def _lines_hs(self, chunk: bytes) -> list[tuple[int, int, frozenset[str]]]:
-        hits: list[tuple[int, int]] = []
-        append = hits.append
-
-        def on_match(lit_id: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
-            append((to, lit_id))
-
-        self._hs.scan(chunk, match_event_handler=on_match)
-        if not hits:
-            return []
-        hits.sort()
-        out = []
-        literal_set = self._literal_set
-        find, rfind = chunk.find, chunk.rfind
-        n = len(chunk)
-        line_end = -1
-        ids: list[int] = []
-        s = e = 0
-        for to, lit_id in hits:
-            if to <= line_end:  # literals hold no newline: a hit ending by line_end lies in that line
-                ids.append(lit_id)
-                continue
-            if ids:
-                out.append((s, e, literal_set(ids)))
-            s = rfind(b"\n", 0, to - 1) + 1
-            e = find(b"\n", to - 1)
-            if e < 0:
-                e = n
-            line_end = e
-            ids = [lit_id]
-        out.append((s, e, literal_set(ids)))
-        return out
 
     def hit_lines(self, chunk: bytes, extra: list | None = None) -> HitLines | None:
         """``lines(chunk)`` (plus ``extra`` lines) grouped as the caller reaches them (see HitLines);
