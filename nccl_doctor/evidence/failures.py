@@ -140,9 +140,11 @@ def stopped_from_outside(job: JobModel) -> list[Event]:
 
 def _pair_loose_traceback(job: JobModel, out: list[Failure], echo_ranks: set[int]) -> list[Failure]:
     """A traceback no rank claims (printed before init_process_group gave the ranks their prefixes,
-    or by a thread, which torch's rank prefix does not reach) belongs to the one rank in its file that
-    could have written it: the one whose failed exit the launcher reports there (the same failure,
-    told twice), else the one rank of that file's launcher table with no error line of its own.
+    or by a thread, which torch's rank prefix does not reach, or by the script's own logger) belongs
+    to the one rank in its file that could have written it: the one rank whose own error says the
+    same exception word for word (a script that logs its exception and then raises it: the same
+    failure, told twice), else the one whose failed exit the launcher reports there (told twice
+    too), else the one rank of that file's launcher table with no error line of its own.
     ``echo_ranks``: the ranks whose own errors are all echoes (``_echo_only``)."""
     by_file: dict[str, list[Failure]] = defaultdict(list)
     for f in out:
@@ -168,6 +170,11 @@ def _pair_loose_traceback(job: JobModel, out: list[Failure], echo_ranks: set[int
                 f.host = f.host or job.rank_hosts.get(died)
                 drop.update(id(ex) for ex in exits if ex.rank == died)
                 continue
+        twin = _twin(f, fs)
+        if twin is not None:
+            twin.events = [*twin.events, *f.events]
+            drop.add(id(f))
+            continue
         if len(exits) == 1 and len(fs) == 2:
             ex = exits[0]
             f.rank, f.state, f.host = ex.rank, ex.state, f.host or ex.host
@@ -194,6 +201,17 @@ def _pair_loose_traceback(job: JobModel, out: list[Failure], echo_ranks: set[int
         else:
             first.setdefault(f.rank, f)
     return [f for f in out if id(f) not in drop]
+
+
+def _twin(f: Failure, fs: list[Failure]) -> Failure | None:
+    """The one rank's failure among ``fs`` that raised the exception of loose failure ``f`` word for
+    word, or None (none, or several: then the words single out nobody)."""
+    said = {e.text for e in f.events if e.kind == "python_exception"}
+    if not said:
+        return None
+    same = {g.rank: g for g in fs if g.rank is not None and g.label is None and not g.exit_only
+            and said & {e.text for e in g.events if e.kind == "python_exception"}}
+    return next(iter(same.values())) if len(same) == 1 else None
 
 
 def _told_times(f: Failure) -> int:
