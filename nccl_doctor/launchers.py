@@ -130,6 +130,8 @@ class LauncherStripper:
         if g.get("rank") is not None:
             # The innermost global rank wins ([rank12]: inside srun's label), so assign, don't setdefault.
             fields["rank"] = int(g["rank"])
+        if g.get("rank_kv") is not None:  # (a second spelling of the rank in one prefix: "rank=2" beside "[rank 2]")
+            fields["rank"] = int(g["rank_kv"])
         if g.get("local_rank") is not None:
             fields["local_rank"] = int(g["local_rank"])
         if g.get("host"):
