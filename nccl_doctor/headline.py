@@ -10,6 +10,7 @@ sentences. At most ``LIMIT`` characters: details are shortened first, then cut.
 
 from __future__ import annotations
 
+from .events import Event
 from .evidence import facts
 from .evidence.endings import lost_peer_only
 from .evidence.facts import fmt_ms, fmt_ranks, plural
@@ -51,7 +52,9 @@ def headline(job: JobModel, findings: list[Finding], verdict: dict) -> tuple[str
         elif lead is not None:
             first = f"{who} {_doing(job, lead, klass, ranks, hosts, detail)}"
         elif klass is not None and klass.rule == "TO1" and (hang := silent_hang(job)) is not None:
-            first = f"the job hung silently: its progress stopped {fmt_ms(hang[0] * 1000)} before its logs end, " \
+            stepped = isinstance(hang[1], Event) and hang[1].kind == "train_step"
+            what = "its progress" if stepped or job.by_kind("train_step") else "its output, before any training step,"
+            first = f"the job hung silently: {what} stopped {fmt_ms(hang[0] * 1000)} before its logs end, " \
                     "with no error"  # (error handling, TO1's title, is only what kept it from being one)
         elif klass is not None:
             first = f"{who}: {klass.title}" if who else klass.title
@@ -116,6 +119,9 @@ def _doing(job: JobModel, lead: Finding, klass: Finding | None, ranks: list[int]
             doing = f"hung (no line of its own; the launcher had to {_HUNG[ended]} it)"
     elif lead.rule == "RK2" and len(ranks) == 1 and _ended(job, ranks) == "left":
         doing = "left the job early (exit status 0, no error)"  # endings.left_early, a rank with lines
+    elif lead.rule == "RK2" and (phase := _ended(job, ranks)).startswith("in "):
+        # silent.stuck_in_phase: its last line is a phase the others never entered, and the job hung
+        doing = f"hung {phase} that the other ranks did not enter"
     elif lead.rule == "RK2" and not ranks and not hosts:
         doing = "is missing"
     if not detail:

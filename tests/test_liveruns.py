@@ -114,7 +114,54 @@ def test_one_slow_rank_is_a_straggler_until_it_keeps_up_again():
     assert back <= t_done <= back + 2 * (POLL + SETTLE)
 
 
-@pytest.mark.parametrize("run", ["phase_stall", "all_stop", "slow_recovers", "healthy_ckpt", "stall_recovers"])
+def _last_line_before(rec, t: float) -> float:
+    return max(a for a, _name, _data in rec.chunks if a <= t)
+
+
+@pytest.mark.parametrize(("run", "ranks", "words"), [
+    ("startup_stall", [1], ["rank 1 is in a data load that ranks 0, 2-3 did not enter", "loading training shard 0"]),
+    ("startup_silent", [], ["nothing singles a rank out"]),
+])
+def test_a_job_that_hangs_before_its_first_step_is_reported_after_five_minutes(run, ranks, words):
+    # No step line ever arrives: the job never shows a rhythm. The alert comes 5 x the 60-s floor
+    # after its last line (start-up work may be silent for minutes), long before the 30-minute timeout.
+    rec, _, polls = _replay(run)
+    new = _updates(polls, "ST1", "new")
+    assert len(new) == 1, [(t, u.finding.summary) for t, u in new]
+    t, u = new[0]
+    quiet = t - _last_line_before(rec, t)
+    assert 300 <= quiet <= 300 + POLL + SETTLE, quiet
+    assert u.finding.ranks == ranks
+    assert "none since it started" in u.finding.summary
+    for w in words:
+        assert w in u.finding.summary, u.finding.summary
+
+
+def test_batch_analysis_of_a_start_up_hang_stopped_from_outside_names_the_rank_in_its_data_load():
+    import nccl_doctor
+
+    # rank 1's last line is "loading training shard 0 ..." (it blocks reading it), the others' last
+    # lines say they are ready; torchrun got SIGTERM 7 min later (the recorder's stop, as a scancel).
+    report = nccl_doctor.analyze(str(LIVERUNS / "startup_stall"), jobs=1)
+    assert report.verdict["ranks"] == [1], report.verdict
+    fired = {f.rule for f in report.findings if f.severity.value == "error"}
+    assert {"RK2", "TO1"} <= fired, fired
+    (rk2,) = [f for f in report.findings if f.rule == "RK2"]
+    assert "a data load that ranks 0, 2-3 did not enter" in rk2.summary
+
+
+def test_batch_analysis_of_a_silent_start_up_hang_names_no_rank_and_says_no_step_was_made():
+    import nccl_doctor
+
+    # every rank's last line says it is ready; rank 3 then blocked without a word; no step line at all
+    report = nccl_doctor.analyze(str(LIVERUNS / "startup_silent"), jobs=1)
+    assert not report.verdict.get("ranks"), report.verdict
+    assert "before any training step" in report.verdict["headline"]
+    assert any(f.rule == "TO1" and f.severity.value == "error" for f in report.findings)
+
+
+@pytest.mark.parametrize("run", ["phase_stall", "all_stop", "slow_recovers", "healthy_ckpt", "stall_recovers",
+                                 "startup_stall", "startup_silent"])
 def test_recordings_are_whole_and_batch_analysis_never_judges_arrival_times(run):
     import nccl_doctor
 

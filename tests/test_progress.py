@@ -70,6 +70,33 @@ def test_backlog_gives_positions_but_no_interval():
     assert list(tr.gaps) == [1.0]
 
 
+def _st1(analyzer) -> list:
+    return [f for f in analyzer.findings() if f.rule == "ST1"]
+
+
+def test_a_job_that_never_showed_a_rhythm_is_stalled_after_five_floors_only_if_seen_running():
+    # Two ranks print their start-up lines, then nothing: no interval was ever learned.
+    def start(backlog: bool) -> tuple[Clock, Analyzer]:
+        clock = Clock()
+        analyzer = Analyzer(clock=clock)
+        clock.now = 1.0
+        for r in (0, 1):
+            analyzer.feed_bytes(f"rank-{r}.log", f"rank {r} of 2 ready: backend gloo\n".encode(), backlog=backlog)
+        analyzer.updates()
+        return clock, analyzer
+
+    clock, live = start(backlog=False)
+    clock.now = 1.0 + 299.0  # under 5 x the 60-s floor
+    assert _st1(live) == []
+    clock.now = 1.0 + 301.0
+    (f,) = _st1(live)
+    assert "none since it started" in f.summary and "nothing singles a rank out" in f.summary, f.summary
+    # The same lines already in the files when watching began: a job that may have ended long ago.
+    clock, old = start(backlog=True)
+    clock.now = 10_000.0
+    assert _st1(old) == []
+
+
 def test_watcher_reads_what_files_held_at_start_as_backlog(tmp_path):
     log = tmp_path / "rank-0.log"
     log.write_text("".join(f"step {i}/100 | loss 0.5\n" for i in range(1, 30)))

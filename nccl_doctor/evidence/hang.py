@@ -3,7 +3,10 @@
 Training progress (step lines with a time) stopped, the logs went on for much longer than the step
 interval (or until the job was stopped from outside: a scheduler's cancel, an operator's Ctrl-C, a
 preemption, after which a minute is long enough), and no watchdog, timeout or crash was reported.
-TO1 reports it (error handling that never turned the hang into an error); the verdict words it.
+A job that never timed a training step hung while starting when it was stopped from outside
+minutes after its own last line (``STARTUP_FACTOR`` floors, as ``watch`` judges a job with no
+rhythm). TO1 reports it (error handling that never turned the hang into an error); the verdict
+words it.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from ..model import JobModel
 from . import facts
 from .facts import _per_job
 from .failures import stopped_from_outside
-from .progress import STALL_AFTER
+from .progress import STALL_AFTER, STARTUP_FACTOR
 
 #: A hang is a gap with no progress of at least this long, and this many step intervals.
 MIN_GAP_S = 1800.0
@@ -33,7 +36,7 @@ def silent_hang(job: JobModel) -> tuple[float, Event, Event | Evidence] | None:
     # Every step line's time (files keep only some step events: see nccl_doctor.eventcap).
     times = job.step_times if job.step_times is not None else [e.ts for e in steps]
     if len(times) < 2:
-        return quiet
+        return quiet or _startup_hang(job)
     # The end of the logs: the latest timed event or last line of any writer.
     ends: list[tuple[float, Event | Evidence]] = [(e.ts, e) for e in job.events if e.ts is not None]
     ends += [(ll.ts, Evidence(ll.file, ll.line, None, ll.text)) for per_file in job.last_lines.values()
@@ -49,6 +52,26 @@ def silent_hang(job: JobModel) -> tuple[float, Event, Event | Evidence] | None:
     if gap >= max(floor, MIN_GAP_STEPS * interval):
         return gap, last, end
     return quiet
+
+
+def _startup_hang(job: JobModel) -> tuple[float, Event, Event] | None:
+    """The job's own output stopped ``STARTUP_FACTOR`` floors or more before it was stopped from
+    outside, with no training step timed: it hung while starting (the others waited in a collective
+    or a rendezvous whose timeout had not come yet)."""
+    stops = [e for e in stopped_from_outside(job) if e.ts is not None]
+    if not stops:
+        return None
+    stop = min(stops, key=lambda e: e.ts)
+    own = [e for e in job.events if e.ts is not None and e.ts <= stop.ts and not e.kind.startswith(_OUTSIDE)]
+    if not own:
+        return None
+    last = max(own, key=lambda e: (e.ts, e.line))
+    gap = stop.ts - last.ts
+    return (gap, last, stop) if gap >= STARTUP_FACTOR * STALL_AFTER else None
+
+
+#: Kinds of lines the launcher or the scheduler writes, not the job's processes.
+_OUTSIDE = ("elastic_", "slurm_")
 
 
 def _quiet_after_output(job: JobModel) -> tuple[float, Event | Evidence, Evidence] | None:

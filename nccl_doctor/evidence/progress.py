@@ -30,6 +30,12 @@ from ..model.job import ERROR_KINDS, pg_key
 
 #: Default floor of the stall threshold (``watch --stall-after``), seconds.
 STALL_AFTER = 60.0
+#: A job with no rhythm yet (it never showed progress) is stalled after this many floors without
+#: a line: start-up work (loading a model, preparing data) can be silent for minutes.
+STARTUP_FACTOR = 5.0
+#: How a phase is named in a sentence ("rank 2 is in an evaluation").
+PHASE_WORDS = {"checkpoint": "a checkpoint save", "eval": "an evaluation", "data": "a data load",
+               "startup": "start-up work", "work": "a phase of its own"}
 #: Gaps between progress arrivals kept to learn the usual interval (median of them).
 GAP_MEMORY = 256
 #: Gaps needed before the usual interval is trusted (a job that never progressed has no rhythm).
@@ -137,6 +143,9 @@ class ProgressTracker:
         self.file_keys: dict[str, set] = {}  # file -> writer keys seen in its last lines
         self.gaps: deque[float] = deque(maxlen=GAP_MEMORY)
         self.last_progress: float | None = None  # arrival of the job's last progress line
+        #: arrival of the first progress (or, before any, output) line seen arriving: the job was
+        #: seen running (lines present when watching began prove nothing of the sort)
+        self.first_live: float | None = None
         self.strong = False  # the job has shown step/opCount/SeqNum lines: plain output no longer counts
         self.reach: dict[tuple, dict[int, float]] = {}  # signal -> position -> first arrival
         self.pauses: dict[tuple, float] = {}  # phase key -> longest pause that ended in progress
@@ -150,6 +159,7 @@ class ProgressTracker:
         #: for one job model stays valid while it is the same (it keeps it in ``judged``).
         self.version = 0
         self.judged: tuple | None = None
+        self.startup_judged: tuple | None = None  # the same for a job with no rhythm yet
 
     # ---- input -------------------------------------------------------------------------------
 
@@ -257,6 +267,8 @@ class ProgressTracker:
     def _job_progress(self, mark: Mark, backlog: bool) -> None:
         t = mark.t
         last = self.last_progress
+        if not backlog and self.first_live is None:
+            self.first_live = t
         if last is None or backlog:
             self.last_progress = t if last is None else max(last, t)
             self._after_backlog = True
@@ -306,6 +318,10 @@ class ProgressTracker:
         keys = self.file_keys.get(path, ())
         return sum(1 for k in keys if k is not None and k[0] in WRITER_KINDS) <= 1
 
+    def counted(self) -> list[WriterProgress]:
+        """Every writer of the job so far (a file's unattributed lines when it has one writer)."""
+        return [w for w in self.writers.values() if self._counts_as_writer(w.file, w.key)]
+
     def active(self) -> list[WriterProgress]:
         """Writers that took part in the job's recent progress (their last progress, or last line,
         arrived within ``window()`` of the job's last progress)."""
@@ -343,5 +359,5 @@ def first_after(marks: list[tuple[int, float, bool]], line: int) -> tuple[float,
     return m[1], m[2]
 
 
-__all__ = ["Mark", "ProgressTracker", "STALL_AFTER", "WriterProgress", "first_after", "phase_of",
+__all__ = ["Mark", "PHASE_WORDS", "ProgressTracker", "STALL_AFTER", "STARTUP_FACTOR", "WriterProgress", "first_after", "phase_of",
            "position_of", "writer_key"]

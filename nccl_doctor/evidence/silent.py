@@ -16,9 +16,11 @@ from typing import Any
 from ..model import JobModel, RankState
 from .dumps import dump_facts
 from .endings import host_of_rank, quiet_odd_ones
-from .facts import _per_job, file_host, int_in, per_rank_layout, pg_label, plural
+from .facts import _per_job, file_host, int_in, name_ranks, per_rank_layout, pg_label, plural
 from .failures import failures, job_failed, killed_ranks
+from .hang import silent_hang
 from .named import named_silent
+from .progress import PHASE_WORDS, phase_of
 from .ras import healthy as healthy_report
 from .rendezvous import incomplete
 from .statements import named_by_torch
@@ -101,6 +103,11 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
                 ev = [e for e in st.events if e.kind.startswith("nccl_")][-1:]
                 add(Suspect(st.rank, st, f"stopped at NCCL init stage '{stage}' with no error while most "
                             f"ranks reached '{top}'", "medium", ev))
+    elif silent_hang(job) is not None:
+        for st, ev, others in stuck_in_phase(job):
+            add(Suspect(st.rank, st, f"its last line shows it in {PHASE_WORDS.get(ev[1], ev[1])} that "
+                        f"{others} did not enter, and nothing came from it after that while the job hung",
+                        "medium", [ev[0]], ended=f"in {PHASE_WORDS.get(ev[1], ev[1])}"))
     # Last: the same ranks are often named above with the collective they did not reach.
     odd, seen = quiet_odd_ones(job)
     node = {host_of_rank(job, e) for e in odd} if len(odd) > 1 else set()
@@ -129,6 +136,26 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
         add(Suspect(e.rank, e.state, why, conf, e.events or (e.state.events[-1:] if e.state else []),
                     host=host_of_rank(job, e), ended=ended))
     return sorted(found.values(), key=lambda s: (s.rank is None, s.rank or 0))
+
+
+def stuck_in_phase(job: JobModel) -> list[tuple[RankState, tuple[Any, str], str]]:
+    """(rank, (its last event, the phase it starts), the others named) for the few ranks whose last
+    line starts a phase (a data load, a checkpoint save, an evaluation, start-up work) that no other
+    rank's last line is in: in a hung job, where that rank stayed while the others waited for it."""
+    lasts: list[tuple[RankState, Any]] = []
+    for st in job.ranks:
+        if st.rank is not None and st.events:
+            lasts.append((st, st.events[-1]))
+    phases = {}
+    for st, ev in lasts:
+        ph = phase_of(ev)
+        if ph is not None and ph[1]:
+            phases[id(st)] = ph[0]
+    if not phases or 2 * len(phases) >= len(lasts) or len(set(phases.values())) != 1:
+        return []
+    name = next(iter(phases.values()))
+    others = name_ranks(st.rank for st, _ in lasts if id(st) not in phases)
+    return [(st, (ev, name), others) for st, ev in lasts if id(st) in phases]
 
 
 def _reported_exits(job: JobModel) -> set[int]:

@@ -13,6 +13,14 @@ periodic checkpoint is learned after its first occurrence). Who to look at first
 4. the process that stopped writing clearly before the others;
 5. nobody: the facts say so (all stopped together, in the same place).
 
+A job that has **no rhythm yet** (fewer than ``MIN_GAPS`` intervals between progress lines: it hung
+before its first steps, or it logs no progress at all) may still be starting: loading a model or
+preparing data can take minutes without a line. Its stall waits for ``STARTUP_FACTOR`` times the
+floor (5 minutes by default, far sooner than a collective timeout of 10 or 30), or twice the longest
+gap it has shown, and is judged over every process seen (a rank that stopped writing long before the
+others is exactly the one to name). Only a job seen running counts: lines that were all there when
+watching began (a job that ended long ago) never make a stall.
+
 A **straggler**: a minority process whose lag behind a position the others reached (or how late it
 reached its last position) passes ``STRAGGLER_FACTOR`` usual intervals (at least
 ``STRAGGLER_FLOOR`` seconds), while the job itself is not judged on it.
@@ -28,7 +36,7 @@ from dataclasses import dataclass, field
 from ..model import JobModel
 from ..model.identity import file_rank
 from .facts import name_ranks
-from .progress import WRITER_KINDS, Mark, ProgressTracker, WriterProgress
+from .progress import PHASE_WORDS, STARTUP_FACTOR, WRITER_KINDS, Mark, ProgressTracker, WriterProgress
 
 STALL_FACTOR = 10.0
 PAUSE_MARGIN = 2.0
@@ -39,8 +47,6 @@ STRAGGLER_FLOOR = 5.0
 FIRST_STOP_FACTOR = 3.0
 FIRST_STOP_FLOOR = 3.0
 
-PHASE_WORDS = {"checkpoint": "a checkpoint save", "eval": "an evaluation", "data": "a data load",
-               "startup": "start-up work", "work": "a phase of its own"}
 SIGNAL_WORDS = {"op": "opCount", "seq": "SeqNum", "step": "step"}
 
 
@@ -102,7 +108,7 @@ class Stall:
     since: float  # clock time of the job's last progress
     quiet: float
     threshold: float
-    usual: float
+    usual: float | None  # None: no rhythm learned yet (the job stalled while starting)
     why: str  # error | phase | behind | first_stop | none
     reason: str
     suspects: list[Process]
@@ -245,10 +251,12 @@ def stall(job: JobModel) -> Stall | None:
     if live is None:
         return None
     tr = live.tracker
+    if tr.last_progress is None:
+        return None
     usual = tr.usual
-    if tr.last_progress is None or usual is None:
-        return None  # no rhythm learned yet: a job still starting is not stalled
     quiet = live.now - tr.last_progress
+    if usual is None:
+        return _startup_stall(job, tr, quiet)
     threshold = max(tr.stall_after, STALL_FACTOR * usual, PAUSE_MARGIN * tr.pause_allowance())
     if quiet < threshold:
         return None
@@ -261,6 +269,28 @@ def stall(job: JobModel) -> Stall | None:
     why, suspects, reason, evidence = j.single
     others = [p for p in procs if p not in suspects]
     return Stall(tr.last_progress, quiet, threshold, usual, why, reason, suspects, others, evidence)
+
+
+def _startup_stall(job: JobModel, tr, quiet: float) -> Stall | None:
+    """The stall of a job with no rhythm yet (see the module docstring), or None."""
+    if tr.first_live is None:
+        return None  # never seen running: every line was there when watching began
+    threshold = max(STARTUP_FACTOR * tr.stall_after, PAUSE_MARGIN * max(tr.gaps, default=0.0))
+    if quiet < threshold:
+        return None
+    cached = tr.startup_judged
+    if cached is not None and cached[0] is job and cached[1] == tr.version:
+        judged = cached[2]  # nothing changed since the last poll: judged once per state, as _judged
+    else:
+        procs = processes(job, tr.counted())
+        judged = None if not procs or all(p.done for p in procs) else (
+            procs, _single_out(procs, tr.stall_after / STALL_FACTOR))
+        tr.startup_judged = (job, tr.version, judged)
+    if judged is None:
+        return None
+    procs, (why, suspects, reason, evidence) = judged
+    others = [p for p in procs if p not in suspects]
+    return Stall(tr.last_progress, quiet, threshold, None, why, reason, suspects, others, evidence)
 
 
 def _single_out(procs: list[Process], usual: float) -> tuple:

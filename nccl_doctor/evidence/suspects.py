@@ -52,7 +52,8 @@ class Suspect:
     confirmed: bool = True  # False: a hint only (the logs may simply not show this rank)
     label: str = ""  # who it is, when not a rank ("a node that never joined")
     #: how a quiet rank ended, for the one-line headline: "killed" / "stopped" by the launcher (it
-    #: was hung), "left" (exited with status 0 before the others failed), "" (not known)
+    #: was hung), "left" (exited with status 0 before the others failed), "in <a phase>" (its last
+    #: line is a phase the others did not enter, and the job hung), "" (not known)
     ended: str = ""
 
     def __post_init__(self) -> None:

@@ -1,7 +1,8 @@
 """ST1 job stalled (live): no progress for far longer than the job's usual interval (``watch``).
 
 The threshold (the ``--stall-after`` floor, ten usual intervals, twice the longest pause the job
-recovered from in the same phase) and who is named come from ``evidence.stall``; this rule words
+recovered from in the same phase; five floors for a job with no rhythm yet, which hung while
+starting or logs no progress) and who is named come from ``evidence.stall``; this rule words
 it: since when, the last rank to report and why, or that nothing singles a rank out, and what to
 capture now while the processes are alive. Silent in a batch analysis: lines have no arrival time.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from ..events import MAX_TEXT
 from ..evidence import stall as live_stall
+from ..evidence.progress import MIN_GAPS
 from ..findings import Evidence, Finding
 from ..model import JobModel
 from .base import Rule
@@ -21,8 +23,13 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
     st = live_stall.stall(job)
     if st is None:
         return []
-    head = (f"no progress for {st.quiet:.0f} s (since {job.live.wall(st.since)}; usual interval "
-            f"{st.usual:.1f} s, alert after {st.threshold:.0f} s)")
+    if st.usual is None:  # it never showed a rhythm: it hung while starting, or logs no progress
+        head = (f"no progress for {st.quiet:.0f} s (since {job.live.wall(st.since)}) and none since it started: "
+                f"no rhythm learned yet (fewer than {MIN_GAPS} intervals between progress lines), "
+                f"alert after {st.threshold:.0f} s")
+    else:
+        head = (f"no progress for {st.quiet:.0f} s (since {job.live.wall(st.since)}; usual interval "
+                f"{st.usual:.1f} s, alert after {st.threshold:.0f} s)")
     if st.suspects:
         summary = f"{head}: last to report: {st.reason}"
         if st.why in ("phase", "error"):
