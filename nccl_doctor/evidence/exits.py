@@ -7,13 +7,15 @@ failure or the echo of someone else's.
   error was an echo, or that has no line of its own in a job whose timed-out ranks also exited 1;
   an abort (-6) right after a C++ terminate whose what() was an echo;
 * ``forced_kills`` / ``forced_kill``: a worker the agent had to SIGKILL after its SIGTERM;
-* ``outside_sigterm``: a worker that died of a SIGTERM its agent did not send (a cause).
+* ``outside_sigterm``: a worker that died of a SIGTERM its agent did not send (a cause);
+* ``ds_spawned``: the global rank of each child a DeepSpeed launcher started, by its pid.
 
 Results are cached per job like the facts.
 """
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from typing import Any
 
@@ -192,3 +194,26 @@ def _only_echoes_unclaimed(job: JobModel, file: str) -> bool:
     loose = [e for e in job.by_kind(*_OWN) if e.file == file and getattr(owner(job, e), "rank", None) is None
              and not str(e.get("exc_type") or "").endswith(_LAUNCHER_TYPES)]  # the launcher's own traceback
     return bool(loose) and all(classify(e, True, False) is None for e in loose)
+
+
+_DS_HOST_RANKS = re.compile(r"""['"]([^'"]{1,253})['"]: \[([\d, ]{0,100000})\]""")
+
+
+@_per_job
+def ds_spawned(job: JobModel) -> dict[tuple[str, int | None], int]:
+    """(launcher file, pid) -> global rank of the children a DeepSpeed launcher started ("process N
+    spawned with command: [... '--local_rank=2']"), through its global_rank_mapping (host -> ranks):
+    the one host of a one-node map, or the host that prefixes the line (pdsh)."""
+    maps: dict[str, dict[str, list[int]]] = {}
+    for ev in job.by_kind("ds_rank_map"):
+        maps[ev.file] = {h: [int(x) for x in re.findall(r"\d{1,7}", r)]
+                         for h, r in _DS_HOST_RANKS.findall(str(ev.get("map") or ""))}
+    out: dict[tuple[str, int | None], int] = {}
+    for ev in job.by_kind("ds_spawn"):
+        per_host, local = maps.get(ev.file), int_in(ev.get("local_rank"))
+        if not per_host or local is None:
+            continue
+        ranks = next(iter(per_host.values())) if len(per_host) == 1 else per_host.get(ev.host or "")
+        if ranks and local < len(ranks):
+            out[(ev.file, int_in(ev.get("pid")))] = ranks[local]
+    return out

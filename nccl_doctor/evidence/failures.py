@@ -24,6 +24,7 @@ from .dumps import dump_facts
 from .exits import (
     _OWN,
     _OWN_OR_CAUSE,
+    ds_spawned,
     echoed_exit,
     expand_tasks,
     fail_ranks,
@@ -32,6 +33,7 @@ from .exits import (
     state_for_pid,
 )
 from .facts import _per_job, file_host, first_ts, global_rank, host_of, int_in, line_key, owner, writer
+from .orphans import name_the_erring_child, pair_loose_traceback
 from .rendezvous import is_wrapper_echo, unreachable
 from .timeouts import timed_out_states, timeouts_by_pg, watchdog_kills
 
@@ -82,22 +84,6 @@ class Failure:
         return "a process (rank not in the log)"
 
 
-def _name_the_erring_child(job: JobModel, out: list[Failure]) -> None:
-    """A DeepSpeed launcher's exit report names its node, not the child (see ds_exit): when exactly
-    one rank of that node logged an error of its own before the report, that rank is the child."""
-    own = {f.rank for f in out if f.rank is not None}
-    for f in out:
-        if f.rank is not None or f.state is not None or not f.host or any(e.kind != "ds_exit" for e in f.events):
-            continue
-        t = f.ts
-        erring = [st for st in job.ranks if st.host == f.host and st.rank is not None and st.errors
-                  and (t is None or first_ts(st.errors) is None or first_ts(st.errors) <= t)]
-        if len(erring) == 1 and erring[0].rank not in own:
-            f.rank, f.state = erring[0].rank, erring[0]
-            f.what += f"; rank {erring[0].rank} is the one rank on {f.host} that logged an error before it"
-            f.events = [*f.events, erring[0].errors[0]]
-
-
 def _signalled_agents(job: JobModel) -> list[Failure]:
     """torchrun agents that were themselves signalled ("Received 15 death signal, shutting down
     workers") while other agents were not: that node was stopped from outside (a preemption, a
@@ -136,115 +122,6 @@ def stopped_from_outside(job: JobModel) -> list[Event]:
     if hit and set(hit) >= agents:
         return [evs[0] for evs in hit.values()]
     return job.by_kind("slurm_cancel")[:2]
-
-
-def _pair_loose_traceback(job: JobModel, out: list[Failure], echo_ranks: set[int]) -> list[Failure]:
-    """A traceback no rank claims (printed before init_process_group gave the ranks their prefixes,
-    or by a thread, which torch's rank prefix does not reach, or by the script's own logger) belongs
-    to the one rank in its file that could have written it: the one rank whose own error says the
-    same exception word for word (a script that logs its exception and then raises it: the same
-    failure, told twice), else the one whose failed exit the launcher reports there (told twice
-    too), else the one rank of that file's launcher table with no error line of its own.
-    ``echo_ranks``: the ranks whose own errors are all echoes (``_echo_only``)."""
-    by_file: dict[str, list[Failure]] = defaultdict(list)
-    for f in out:
-        by_file[f.events[0].file].append(f)
-    drop: set[int] = set()
-    for file, fs in by_file.items():
-        loose = [f for f in fs if f.rank is None and f.label is None and not f.exit_only]
-        exits = [f for f in fs if f.rank is not None and f.exit_only]
-        if len(loose) != 1:
-            continue
-        f = loose[0]
-        signum = _dump_signal(f)
-        if signum is not None:
-            # Python's own dump of a fatal signal ("Fatal Python error: Aborted") was written by the
-            # process that died of that signal: the launcher's table says which rank that was. A
-            # rank that had already timed out or lost a peer aborted while tearing down: an echo.
-            died = _died_of(job, file, signum)
-            if died is not None:
-                if died in echo_ranks:
-                    drop.add(id(f))
-                    continue
-                f.rank, f.state = died, job.known_ranks().get(died)
-                f.host = f.host or job.rank_hosts.get(died)
-                drop.update(id(ex) for ex in exits if ex.rank == died)
-                continue
-        twin = _twin(f, fs)
-        if twin is not None:
-            twin.events = [*twin.events, *f.events]
-            drop.add(id(f))
-            continue
-        if len(exits) == 1 and len(fs) == 2:
-            ex = exits[0]
-            f.rank, f.state, f.host = ex.rank, ex.state, f.host or ex.host
-            f.events = [*f.events, *ex.events]
-            drop.add(id(ex))
-        elif len(exits) > 1 and len(fs) == len(exits) + 1 and _told_times(f) >= len(exits):
-            # The same exception told at least once per rank whose failed exit the launcher reports
-            # (raised before any rank prefix existed: a config or environment error that hit every
-            # process alike): each of those exits is that exception.
-            for ex in exits:
-                ex.category, ex.what, ex.events = f.category, f.what, [*f.events[:1], *ex.events]
-            drop.add(id(f))
-        elif not exits and (rank := _only_unspoken_rank(job, file)) is not None:
-            f.rank, f.state = rank, job.known_ranks().get(rank)
-            f.host = f.host or job.rank_hosts.get(rank)
-    # A rank now named twice (its log-dir file and the console both hold the dump): one failure.
-    first: dict[int, Failure] = {}
-    for f in out:
-        if id(f) in drop or f.rank is None or f.label is not None:
-            continue
-        if f.rank in first and first[f.rank].exit_only == f.exit_only:
-            first[f.rank].events.extend(f.events)
-            drop.add(id(f))
-        else:
-            first.setdefault(f.rank, f)
-    return [f for f in out if id(f) not in drop]
-
-
-def _twin(f: Failure, fs: list[Failure]) -> Failure | None:
-    """The one rank's failure among ``fs`` that raised the exception of loose failure ``f`` word for
-    word, or None (none, or several: then the words single out nobody)."""
-    said = {e.text for e in f.events if e.kind == "python_exception"}
-    if not said:
-        return None
-    same = {g.rank: g for g in fs if g.rank is not None and g.label is None and not g.exit_only
-            and said & {e.text for e in g.events if e.kind == "python_exception"}}
-    return next(iter(same.values())) if len(same) == 1 else None
-
-
-def _told_times(f: Failure) -> int:
-    """How many times a loose failure's exception was raised, word for word (0: not one exception)."""
-    texts = [e.text for e in f.events if e.kind == "python_exception"]
-    return len(texts) if texts and len(set(texts)) == 1 else 0
-
-
-#: Python's names of the fatal signals it dumps a stack for (faulthandler), and their numbers.
-_DUMPED_SIGNALS = {"Aborted": 6, "Segmentation fault": 11, "Bus error": 7, "Floating-point exception": 8,
-                   "Floating point exception": 8, "Illegal instruction": 4}
-
-
-def _dump_signal(f: Failure) -> int | None:
-    ev = f.events[0]
-    if ev.kind != "signal" or ev.get("sig") != "Fatal Python error":
-        return None
-    return _DUMPED_SIGNALS.get(str(ev.get("detail") or "").strip())
-
-
-def _died_of(job: JobModel, file: str, signum: int) -> int | None:
-    """The one rank that ``file``'s launcher table reports dead of signal ``signum``."""
-    ranks = {int_in(e.get("rank")) for e in job.by_kind("elastic_cfe")
-             if e.file == file and int_in(e.get("exitcode")) in (-signum, 128 + signum)} - {None}
-    return ranks.pop() if len(ranks) == 1 else None
-
-
-def _only_unspoken_rank(job: JobModel, file: str) -> int | None:
-    """The one rank that ``file``'s launcher table lists and that wrote no error line of its own."""
-    listed = {int_in(e.get("rank")) for e in job.by_kind("elastic_cfe") if e.file == file} - {None}
-    known = job.known_ranks()
-    unspoken = [r for r in listed if r not in known or not (known[r].errors or known[r].timeouts)]
-    return unspoken[0] if len(unspoken) == 1 else None
 
 
 @_per_job
@@ -300,6 +177,8 @@ def killed_ranks(job: JobModel) -> tuple[set[int], set[int]]:
             st = state_for_pid(job, ev.get("pid"), host_of(job, ev), ev.file)
             if st is not None:
                 states.add(id(st))
+            elif (rank := ds_spawned(job).get((ev.file, int_in(ev.get("pid"))))) is not None:
+                ranks.add(rank)  # a rank with no line of its own, stopped by the DeepSpeed launcher
         elif ev.kind == "elastic_cfe" and (int_in(ev.get("exitcode")) in (-15, 143) or "TERM" in str(ev.get("sig"))):
             if int_in(ev.get("rank")) is not None:
                 ranks.add(int_in(ev.get("rank")))
@@ -345,8 +224,8 @@ def failures(job: JobModel) -> list[Failure]:
     for pb in unreachable(job):  # a node's agent that could not reach the rendezvous endpoint
         out.append(Failure(rank=None, state=None, host=(pb.hosts or [None])[0], category="launcher", what=pb.what,
                            events=pb.events, label=f"the torchrun agent on {pb.hosts[0]}" if pb.hosts else None))
-    _name_the_erring_child(job, out)
-    out = _pair_loose_traceback(job, out, echo[1])
+    out = name_the_erring_child(job, out, echo[1], job_timed_out, timed)
+    out = pair_loose_traceback(job, out, echo[1])
     net_kinds = (*NETWORK_KINDS, "nccl_sock_closed", "nccl_socket_err")
     net_writers = {writer(job, e, line_key) for e in job.by_kind(*net_kinds)}
     for f in out:

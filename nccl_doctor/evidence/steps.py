@@ -57,6 +57,11 @@ def step_outlier(job: JobModel) -> StepOutlier | None:
     rank = next(r for r, e in last.items() if progress_key(e) == odd_key)
     ahead = odd_key > common
     how = ends[rank].how
+    if not ahead and how in ("timeout", "echo") and any(ends[r].how in ("killed", "none") for r in last if r != rank):
+        # Behind, it waited and gave up like the others, while another rank ended with no error at all: that
+        # quiet one is whom they waited for (RK2); a print the waiting rank seems to lack can be one
+        # glued to another rank's line, or still in a buffer.
+        return None
     if how not in ("timeout", "echo") and not (
             not ahead and any(ends[r].how == how for r in last if r != rank)
             and any(e.how in ("timeout", "echo") for e in ends.values())):

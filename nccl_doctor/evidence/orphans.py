@@ -1,0 +1,171 @@
+"""Failures nobody's prefix claims, given to the rank that wrote them: a DeepSpeed launcher's exit
+report (it names the node, not the child), and a traceback with no rank prefix (printed before the
+ranks had prefixes, by a thread, or by the script's own logger). Works on the list ``failures``
+builds (``Failure`` objects), and returns it with what was paired merged or dropped.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from ..model import JobModel
+from .facts import first_ts, int_in
+
+if TYPE_CHECKING:
+    from .failures import Failure
+
+
+def name_the_erring_child(job: JobModel, out: list[Failure], echo_ranks: set[int], timed_out: bool,
+                           timed: set[int]) -> list[Failure]:
+    """A DeepSpeed launcher's exit report names its node, not the child (see ds_exit): when exactly
+    one rank of that node logged an error of its own before the report, that rank is the child.
+    When every rank of the node that wrote an error wrote an echo (a peer gone, a timeout) and one
+    wrote none, the echoes say whom they lost: a child ended by a signal (-9) is that quiet rank, as
+    is any failed exit when its peers lost their connection to it; when they timed out waiting
+    instead, the quiet rank was alive (hung) and the exit is an echo's: no failure of its own (RK2
+    names the quiet rank)."""
+    own = {f.rank for f in out if f.rank is not None}
+    drop: set[int] = set()
+    for f in out:
+        if f.rank is not None or f.state is not None or any(e.kind != "ds_exit" for e in f.events):
+            continue
+        node = [st for st in job.ranks if st.rank is not None and (st.host == f.host if f.host else True)]
+        if not f.host and len({st.host for st in node}) > 1:
+            continue  # a launcher log of one node among several, and nothing says which
+        t = f.ts
+        erring = [st for st in node if st.errors
+                  and (t is None or first_ts(st.errors) is None or first_ts(st.errors) <= t)]
+        if f.host and len(erring) == 1 and erring[0].rank not in own:
+            f.rank, f.state = erring[0].rank, erring[0]
+            f.what += f"; rank {erring[0].rank} is the one rank on {f.host} that logged an error before it"
+            f.events = [*f.events, erring[0].errors[0]]
+            continue
+        troubled = [st for st in node if st.errors or id(st) in timed]
+        quiet = [st.rank for st in node if not st.errors and id(st) not in timed and st.rank not in own]
+        if not f.host:
+            quiet += [r for r in job.missing_ranks() if r not in own]  # a rank that wrote no line at all
+        if not troubled or any(st.errors and st.rank not in echo_ranks for st in troubled) or len(quiet) != 1:
+            continue
+        code = int_in(f.events[0].get("code"))
+        signalled = code is not None and (code < 0 or code > 128)
+        if timed_out and not signalled:
+            drop.add(id(f))  # a timed-out rank's exit: the quiet one was alive, hung
+            continue
+        rank = quiet[0]
+        st = job.known_ranks().get(rank)
+        f.rank, f.state, f.host = rank, st, f.host or (st.host if st is not None else None)
+        f.what += (f"; rank {rank} is the one rank{f' on {f.host}' if f.host else ''} that wrote no error "
+                   "while the others lost their connection to it")
+    return [f for f in out if id(f) not in drop]
+
+
+
+
+def pair_loose_traceback(job: JobModel, out: list[Failure], echo_ranks: set[int]) -> list[Failure]:
+    """A traceback no rank claims (printed before init_process_group gave the ranks their prefixes,
+    or by a thread, which torch's rank prefix does not reach, or by the script's own logger) belongs
+    to the one rank in its file that could have written it: the one rank whose own error says the
+    same exception word for word (a script that logs its exception and then raises it: the same
+    failure, told twice), else the one whose failed exit the launcher reports there (told twice
+    too), else the one rank of that file's launcher table with no error line of its own.
+    ``echo_ranks``: the ranks whose own errors are all echoes (``_echo_only``)."""
+    by_file: dict[str, list[Failure]] = defaultdict(list)
+    for f in out:
+        by_file[f.events[0].file].append(f)
+    drop: set[int] = set()
+    for file, fs in by_file.items():
+        loose = [f for f in fs if f.rank is None and f.label is None and not f.exit_only]
+        exits = [f for f in fs if f.rank is not None and f.exit_only]
+        if len(loose) != 1:
+            continue
+        f = loose[0]
+        signum = _dump_signal(f)
+        if signum is not None:
+            # Python's own dump of a fatal signal ("Fatal Python error: Aborted") was written by the
+            # process that died of that signal: the launcher's table says which rank that was. A
+            # rank that had already timed out or lost a peer aborted while tearing down: an echo.
+            died = _died_of(job, file, signum)
+            if died is not None:
+                if died in echo_ranks:
+                    drop.add(id(f))
+                    continue
+                f.rank, f.state = died, job.known_ranks().get(died)
+                f.host = f.host or job.rank_hosts.get(died)
+                drop.update(id(ex) for ex in exits if ex.rank == died)
+                continue
+        twin = _twin(f, fs)
+        if twin is not None:
+            twin.events = [*twin.events, *f.events]
+            drop.add(id(f))
+            continue
+        if len(exits) == 1 and len(fs) == 2:
+            ex = exits[0]
+            f.rank, f.state, f.host = ex.rank, ex.state, f.host or ex.host
+            f.events = [*f.events, *ex.events]
+            drop.add(id(ex))
+        elif len(exits) > 1 and len(fs) == len(exits) + 1 and _told_times(f) >= len(exits):
+            # The same exception told at least once per rank whose failed exit the launcher reports
+            # (raised before any rank prefix existed: a config or environment error that hit every
+            # process alike): each of those exits is that exception.
+            for ex in exits:
+                ex.category, ex.what, ex.events = f.category, f.what, [*f.events[:1], *ex.events]
+            drop.add(id(f))
+        elif not exits and (rank := _only_unspoken_rank(job, file)) is not None:
+            f.rank, f.state = rank, job.known_ranks().get(rank)
+            f.host = f.host or job.rank_hosts.get(rank)
+    # A rank now named twice (its log-dir file and the console both hold the dump): one failure.
+    first: dict[int, Failure] = {}
+    for f in out:
+        if id(f) in drop or f.rank is None or f.label is not None:
+            continue
+        if f.rank in first and first[f.rank].exit_only == f.exit_only:
+            first[f.rank].events.extend(f.events)
+            drop.add(id(f))
+        else:
+            first.setdefault(f.rank, f)
+    return [f for f in out if id(f) not in drop]
+
+
+def _twin(f: Failure, fs: list[Failure]) -> Failure | None:
+    """The one rank's failure among ``fs`` that raised the exception of loose failure ``f`` word for
+    word, or None (none, or several: then the words single out nobody)."""
+    said = {e.text for e in f.events if e.kind == "python_exception"}
+    if not said:
+        return None
+    same = {g.rank: g for g in fs if g.rank is not None and g.label is None and not g.exit_only
+            and said & {e.text for e in g.events if e.kind == "python_exception"}}
+    return next(iter(same.values())) if len(same) == 1 else None
+
+
+def _told_times(f: Failure) -> int:
+    """How many times a loose failure's exception was raised, word for word (0: not one exception)."""
+    texts = [e.text for e in f.events if e.kind == "python_exception"]
+    return len(texts) if texts and len(set(texts)) == 1 else 0
+
+
+#: Python's names of the fatal signals it dumps a stack for (faulthandler), and their numbers.
+_DUMPED_SIGNALS = {"Aborted": 6, "Segmentation fault": 11, "Bus error": 7, "Floating-point exception": 8,
+                   "Floating point exception": 8, "Illegal instruction": 4}
+
+
+def _dump_signal(f: Failure) -> int | None:
+    ev = f.events[0]
+    if ev.kind != "signal" or ev.get("sig") != "Fatal Python error":
+        return None
+    return _DUMPED_SIGNALS.get(str(ev.get("detail") or "").strip())
+
+
+def _died_of(job: JobModel, file: str, signum: int) -> int | None:
+    """The one rank that ``file``'s launcher table reports dead of signal ``signum``."""
+    ranks = {int_in(e.get("rank")) for e in job.by_kind("elastic_cfe")
+             if e.file == file and int_in(e.get("exitcode")) in (-signum, 128 + signum)} - {None}
+    return ranks.pop() if len(ranks) == 1 else None
+
+
+def _only_unspoken_rank(job: JobModel, file: str) -> int | None:
+    """The one rank that ``file``'s launcher table lists and that wrote no error line of its own."""
+    listed = {int_in(e.get("rank")) for e in job.by_kind("elastic_cfe") if e.file == file} - {None}
+    known = job.known_ranks()
+    unspoken = [r for r in listed if r not in known or not (known[r].errors or known[r].timeouts)]
+    return unspoken[0] if len(unspoken) == 1 else None
