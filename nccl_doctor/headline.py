@@ -126,6 +126,10 @@ def _doing(job: JobModel, lead: Finding, klass: Finding | None, ranks: list[int]
         doing = "is missing"
     if not detail:
         return doing
+    if klass is not None and klass.rule == "TO1" and not klass.ranks and silent_hang(job) is not None:
+        # TO1 from the hang alone (no rank logged its error handling off): say what happened, not the
+        # title's "NCCL error handling", which a gloo job never had
+        return f"{doing}; the job then hung silently (no timeout fired) until its logs end"
     if klass is not None and klass.rule not in CATCH_ALL:
         return f"{doing} ({_bare(klass.title)})"
     if lead.rule == "RK1":

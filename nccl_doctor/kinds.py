@@ -161,6 +161,8 @@ KINDS: dict[str, str] = {
     # ---- errors of any process (Python, CUDA, C++, signals) ----
     "traceback_start": "'Traceback (most recent call last):'",
     "python_exception": "exc_type, msg: last line of a traceback 'RuntimeError: ...' (exc_type is dotted name)",
+    "log_error": "level (ERROR|CRITICAL), rank, msg: a logging record at error level that names its writer's rank "
+    "(Accelerate's '[RANK n]'): that rank's own words, a cause only as its last word",
     "cpp_terminate": "exc_type, how: \"terminate called after throwing an instance of 'c10::DistBackendError'\" / "
     "'terminate called without an active exception' (how)",
     "cuda_error": "err, exc_type (when the line is the raised exception): 'CUDA error: an illegal memory access was "

@@ -127,6 +127,8 @@ class LauncherStripper:
         fields.setdefault("launchers", []).append(lc.name)
         if g.get("ts"):
             fields.setdefault("ts", g["ts"])
+        if g.get("mdyts"):
+            fields.setdefault("mdyts", g["mdyts"])
         if g.get("rank") is not None:
             # The innermost global rank wins ([rank12]: inside srun's label), so assign, don't setdefault.
             fields["rank"] = int(g["rank"])

@@ -20,6 +20,11 @@ _GLUE = re.compile(r"\[rank\d{1,7}\]:\[[IWEF]|(?<![\w.:-])[\w.-]{1,120}:\d{1,10}
 
 
 _TS_ONLY = re.compile(r"\s{0,8}\[[\d: .,T-]{10,40}\] ?")
+#: A Python logging record's own prefix (time, level, logger name): a rank tag after it is the
+#: record's ("... - ERROR - __main__ - [RANK 2] ...", Accelerate's logger), not a second record.
+_LOG_PREFIX_ONLY = re.compile(r"\s{0,8}(?:\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?|\d{2}/\d{2}/\d{4} "
+                              r"\d{2}:\d{2}:\d{2})(?: {1,2}[|-])? {1,2}(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)"
+                              r"(?: {1,2}[|:-])? {1,2}(?:[\w.<>]{1,64} {1,2}[|:-] {1,2})?")
 _NCCL_AT_START = re.compile(r"\s{0,8}(?:\[[\d: .-]{10,40}\] )?[\w.-]{1,120}:\d{1,10}:\d{1,10} (?:\[\d{1,4}\] )?")
 
 
@@ -40,7 +45,8 @@ def split_glued(text: str) -> list[str]:
             continue
         # A record start after nothing but a timestamp ("[2025-05-10 23:09:41] host:pid:tid [0] NCCL
         # INFO NCCL version ...": two "NCCL " in one record) is that record's own prefix, not a glue.
-        cuts = [m.start() for m in _GLUE.finditer(part) if m.start() > 0 and not _TS_ONLY.fullmatch(part, 0, m.start())]
+        cuts = [m.start() for m in _GLUE.finditer(part) if m.start() > 0 and not _TS_ONLY.fullmatch(part, 0, m.start())
+                and not _LOG_PREFIX_ONLY.fullmatch(part, 0, m.start())]
         start = 0
         for c in cuts:
             if part[start:c].strip():

@@ -49,14 +49,14 @@ def _cuda_text(text: str) -> bool:
 
 NETWORK_KINDS = ("nccl_ib_cqe", "nccl_connect_err", "nccl_ofi_error", "nccl_no_iface")
 #: Every kind ``classify`` may call a cause.
-CAUSE_KINDS = ("python_exception", "cpp_terminate", "cuda_error", "cuda_oom", "signal", "xid", "oom_killer",
+CAUSE_KINDS = ("python_exception", "log_error", "cpp_terminate", "cuda_error", "cuda_oom", "signal", "xid", "oom_killer",
                "nccl_cuda_fail", "nccl_alloc_fail", "nccl_shm", "nccl_dup_gpu", "torch_nccl_error",
                "torch_nccl_err_kind", "torch_wd_exception", *NETWORK_KINDS, "elastic_cfe", "elastic_failed",
                "slurm_task_exit", "mp_spawn_failed", "ds_exit", "mpi_abort", "slurm_node_fail")
 #: A rank waiting for a peer that never came (gloo's transport, the TCPStore): always a consequence.
 _TIMEOUT_ECHOES = ("gloo_timeout", "torch_store_timeout", "torch_barrier_missing")
 #: A rank's own error lines that may be no more than the echo of another rank's failure.
-_OWN_ERRORS = ("python_exception", "cpp_terminate", "torch_wd_exception", "torch_nccl_error", "torch_nccl_err_kind",
+_OWN_ERRORS = ("python_exception", "log_error", "cpp_terminate", "torch_wd_exception", "torch_nccl_error", "torch_nccl_err_kind",
                *_TIMEOUT_ECHOES)
 #: Launcher/host reports about a process (not the process's own words).
 _REPORTS = ("elastic_cfe", "elastic_failed", "slurm_task_exit", "mp_spawn_failed", "ds_exit", "mpi_abort",
@@ -105,6 +105,11 @@ def classify(ev: Event, job_timed_out: bool, rank_timed_out: bool) -> tuple[str,
         cat = "oom" if "OutOfMemory" in etype or "out of memory" in msg else \
             "cuda" if _cuda_text(msg) else "exception"
         return cat, f"{etype}: {msg}".strip(": ")[:200]
+    if k == "log_error":
+        msg = str(get("msg") or "")
+        if _CONSEQUENCE.search(msg) and not _cuda_text(msg):
+            return None  # it logged what its peers' loss did to it
+        return "exception", f"logged {str(get('level') or 'ERROR').lower()}: {msg}"[:200]
     if k == "cpp_terminate":
         etype = str(get("exc_type") or "an exception")
         # DistBackendError is the watchdog re-throwing a timeout or NCCL error (quoted elsewhere)

@@ -108,7 +108,7 @@ def echoed_exit(job: JobModel, ev: Event, echo: tuple[set[int], set[int]]) -> bo
     else:
         return False
     if code in (-6, 134):
-        return _aborted_on_echo(job, ev)
+        return _aborted_on_echo(job, ev, echo[1])
     if code != 1:
         return False
     states, ranks = echo
@@ -170,13 +170,17 @@ def outside_sigterm(job: JobModel, ev: Event) -> tuple[str, str] | None:
                       "the scheduler or a preemption")
 
 
-def _aborted_on_echo(job: JobModel, ev: Event) -> bool:
-    """The rank's C++ terminates (its own, or in the report's file with no rank) were all echoes."""
+def _aborted_on_echo(job: JobModel, ev: Event, echo_ranks: set[int]) -> bool:
+    """The rank's C++ terminates (its own, or in the report's file with no rank) were all echoes: a
+    what() that echoes a wait or a lost peer, or, for a rank whose own errors were all such echoes,
+    "terminate called without an active exception" (a thread still running when the process tore
+    itself down after that error: no cause of its own)."""
     named = [r for r in fail_ranks(job, ev) if r is not None]
     terms = [e for e in job.by_kind("cpp_terminate")
              if (named and global_rank(job, e) in named)
              or (e.file == ev.file and getattr(owner(job, e), "rank", None) is None)]
-    return bool(terms) and all(classify(e, True, False) is None for e in terms)
+    teardown = bool(named) and all(r in echo_ranks for r in named)
+    return bool(terms) and all(classify(e, True, False) is None or (teardown and e.get("how")) for e in terms)
 
 
 @_per_job

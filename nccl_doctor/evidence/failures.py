@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from ..events import Event
 from ..model import JobModel, RankState
+from ..model.job import ERROR_KINDS
 from .causes import _REPORTS, CAUSE_KINDS, NETWORK_KINDS, classify
 from .dumps import dump_facts
 from .exits import (
@@ -40,6 +41,7 @@ from .timeouts import timed_out_states, timeouts_by_pg, watchdog_kills
 #: Which of a rank's error lines describes its failure best (lower is more specific).
 _SPECIFIC = {"cuda_oom": 0, "cuda_error": 0, "nccl_cuda_fail": 0, "nccl_alloc_fail": 0, "nccl_shm": 0,
              "nccl_dup_gpu": 0, "xid": 0, "oom_killer": 0, "python_exception": 1, "torch_wd_exception": 1,
+             "log_error": 2,
              "torch_nccl_err_kind": 2, "torch_nccl_error": 2, "cpp_terminate": 3, "signal": 3}
 
 
@@ -257,6 +259,10 @@ def _recovered(job: JobModel, f: Failure) -> bool:
     if any(e.kind in _REPORTS for e in f.events):
         return False
     ev = f.events[0]
+    if f.state is not None and all(e.kind == "log_error" for e in f.events):
+        # A logged error is a cause only as the rank's last word: any later line of its own (a step,
+        # a message) says it handled it and went on.
+        return any((e.file, e.line) > (ev.file, ev.line) and e.kind not in ERROR_KINDS for e in f.state.events)
     progress = _progress_by_file(job).get(ev.file, ())
     later = [e for e in progress if e.line > ev.line]
     if any(e.kind != "train_step" for e in later):

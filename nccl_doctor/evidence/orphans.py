@@ -82,9 +82,10 @@ def pair_loose_traceback(job: JobModel, out: list[Failure], echo_ranks: set[int]
         f = loose[0]
         signum = _dump_signal(f)
         if signum is not None:
-            # Python's own dump of a fatal signal ("Fatal Python error: Aborted") was written by the
-            # process that died of that signal: the launcher's table says which rank that was. A
-            # rank that had already timed out or lost a peer aborted while tearing down: an echo.
+            # Python's own dump of a fatal signal ("Fatal Python error: Aborted"), or C++'s terminate,
+            # was written by the process that died of that signal: the launcher's table says which
+            # rank that was. A rank that had already timed out or lost a peer aborted while tearing
+            # down: an echo.
             died = _died_of(job, file, signum)
             if died is not None:
                 if died in echo_ranks:
@@ -150,7 +151,11 @@ _DUMPED_SIGNALS = {"Aborted": 6, "Segmentation fault": 11, "Bus error": 7, "Floa
 
 
 def _dump_signal(f: Failure) -> int | None:
+    """The signal a loose failure's process died of when its own lines say: Python's dump of a fatal
+    signal, or C++'s "terminate called ..." (std::terminate aborts: SIGABRT)."""
     ev = f.events[0]
+    if ev.kind == "cpp_terminate":
+        return 6
     if ev.kind != "signal" or ev.get("sig") != "Fatal Python error":
         return None
     return _DUMPED_SIGNALS.get(str(ev.get("detail") or "").strip())

@@ -101,11 +101,11 @@ def _keys(ev: Event, file_has_labels: bool) -> list[tuple]:
         # A launcher prefix that names the pid but no host (Ray's "(RayTrainWorker pid=N, ip=A)"):
         # the same pid and address in one file is one process, whose NCCL lines carry that prefix too.
         keys.append(("lpid", ev.file, ev.fields.get("launcher_ip"), lpid))
-    if ev.rank is None and ev.kind in ("rank_world", "train_step"):
+    if ev.rank is None and ev.kind in ("rank_world", "train_step", "log_error"):
         # A script stating its own rank ("rank 3 of 8", "world_size=8 rank=3", a step line's
-        # "Epoch: 0 | Step: 3 | Rank: 2 | loss ...") wrote that line.
+        # "Epoch: 0 | Step: 3 | Rank: 2 | loss ...", a logged error's "[RANK 2]") wrote that line.
         own = ev.get("rank")
-        if ev.kind == "train_step" and not isinstance(own, int):
+        if ev.kind != "rank_world" and not isinstance(own, int):
             own = None
         elif not isinstance(own, int):
             m = _SELF_RANK.search(ev.text)

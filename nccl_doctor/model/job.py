@@ -25,7 +25,7 @@ _STAGE_OF = {
     "train_step": "running", "torch_work_update": "running",
 }
 ERROR_KINDS = frozenset({
-    "python_exception", "cpp_terminate", "cuda_error", "cuda_oom", "signal", "xid", "oom_killer",
+    "python_exception", "log_error", "cpp_terminate", "cuda_error", "cuda_oom", "signal", "xid", "oom_killer",
     "nccl_cuda_fail", "nccl_shm", "nccl_alloc_fail", "nccl_dup_gpu", "nccl_ib_cqe", "nccl_sock_closed",
     "nccl_connect_err", "nccl_ofi_error", "torch_nccl_error", "torch_nccl_err_kind", "nccl_warn",
     "nccl_socket_err", "nccl_no_iface", "nccl_version_mismatch", "torch_wd_exception",
