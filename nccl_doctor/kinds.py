@@ -163,6 +163,13 @@ KINDS: dict[str, str] = {
     "python_exception": "exc_type, msg: last line of a traceback 'RuntimeError: ...' (exc_type is dotted name)",
     "log_error": "level (ERROR|CRITICAL), rank, msg: a logging record at error level that names its writer's rank "
     "(Accelerate's '[RANK n]'): that rank's own words, a cause only as its last word",
+    "ray_worker_rank": "ip, pid, rank, local_rank, node_rank: Ray Train's table of its worker group ('- (ip=A, pid=P) "
+    "world_rank=1, local_rank=1, node_rank=0'): maps a '(RayTrainWorker pid=P)' prefix to its rank",
+    "ray_worker_died": "exit_type, detail: Ray's 'The actor is dead because its worker process has died' (which worker: "
+    "the one rank that wrote no error while the others lost it)",
+    "ray_worker_context": "rank, world_size, local_rank: the worker a Ray Train controller's health-check report is about",
+    "ray_error_snippet": "ranks (text: '0,3'): a Ray Train controller's '[Rank 0,3 Error Snippet]:' header: those ranks "
+    "reported an error (shown after it)",
     "cpp_terminate": "exc_type, how: \"terminate called after throwing an instance of 'c10::DistBackendError'\" / "
     "'terminate called without an active exception' (how)",
     "cuda_error": "err, exc_type (when the line is the raised exception): 'CUDA error: an illegal memory access was "

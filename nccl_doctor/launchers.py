@@ -95,6 +95,10 @@ class LauncherStripper:
                 applied.add(lc.name)
                 outer = outer and lc.name in _COLLECTORS
                 self._merge(lc, m, fields)
+                if lc.name == "ray_actor" and "x across cluster]" in rest:
+                    # Ray's deduplication: "... [repeated 41x across cluster]" stands for that many
+                    # workers' lines; the pid shown is only one of them (any of them)
+                    fields.pop("pid", None)
                 if lc.name == "openmpi_tag" and tag in rest:
                     # Open MPI injects its tag mid-record where stderr writes were split.
                     rest = rest.replace(tag, "")

@@ -113,7 +113,7 @@ def test_patterns_in_trial_order_and_fallback_last():
 def test_all_families_are_loaded():
     formats = {p.format for p in FORMATS.patterns}
     assert formats == {"nccl", "torch", "elastic", "horovod", "deepspeed", "slurm", "errors", "training", "wandb",
-                       "ncclras", "frtrace"}
+                       "ncclras", "frtrace", "ray"}
 
 
 def test_packaged_and_directory_loads_agree():

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from nccl_doctor import analyze
 from nccl_doctor.evidence.facts import count_ranks
-from nccl_doctor.model.identity import _host_in_path
+from nccl_doctor.model.links import _host_in_path
 
 _ECHO = ("[rank{r}]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] "
          "Connection closed by peer [10.0.0.7]:4{r}11. This is typically caused by a remote worker crashing.")

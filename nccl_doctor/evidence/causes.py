@@ -33,7 +33,8 @@ _CONSEQUENCE = re.compile(
 )
 #: Exception types that only report that a child/peer failed.
 _ECHO_TYPES = ("ChildFailedError", "CalledProcessError", "ProcessExitedException", "ProcessRaisedException",
-               "SignalException",
+               "SignalException", "WorkerGroupError", "TrainingFailedError", "RayTaskError",
+               "ActorDiedError",
                "KeyboardInterrupt", "SystemExit", "DistNetworkError", "DistStoreError")
 _CUDA_RX = re.compile(r"CUDA error|CUDA out of memory|illegal memory access|out of memory|ECC error|Xid", re.I)
 
@@ -52,7 +53,7 @@ NETWORK_KINDS = ("nccl_ib_cqe", "nccl_connect_err", "nccl_ofi_error", "nccl_no_i
 CAUSE_KINDS = ("python_exception", "log_error", "cpp_terminate", "cuda_error", "cuda_oom", "signal", "xid", "oom_killer",
                "nccl_cuda_fail", "nccl_alloc_fail", "nccl_shm", "nccl_dup_gpu", "torch_nccl_error",
                "torch_nccl_err_kind", "torch_wd_exception", *NETWORK_KINDS, "elastic_cfe", "elastic_failed",
-               "slurm_task_exit", "mp_spawn_failed", "ds_exit", "mpi_abort", "slurm_node_fail")
+               "slurm_task_exit", "mp_spawn_failed", "ds_exit", "mpi_abort", "slurm_node_fail", "ray_worker_died")
 #: A rank waiting for a peer that never came (gloo's transport, the TCPStore): always a consequence.
 _TIMEOUT_ECHOES = ("gloo_timeout", "torch_store_timeout", "torch_barrier_missing")
 #: A rank's own error lines that may be no more than the echo of another rank's failure.
@@ -60,7 +61,7 @@ _OWN_ERRORS = ("python_exception", "log_error", "cpp_terminate", "torch_wd_excep
                *_TIMEOUT_ECHOES)
 #: Launcher/host reports about a process (not the process's own words).
 _REPORTS = ("elastic_cfe", "elastic_failed", "slurm_task_exit", "mp_spawn_failed", "ds_exit", "mpi_abort",
-            "slurm_node_fail")
+            "slurm_node_fail", "ray_worker_died")
 
 
 #: A failure table's traceback field that holds an exception (torchrun @record), not a signal note.
@@ -201,6 +202,9 @@ def _classify_exit(ev: Event, job_timed_out: bool) -> tuple[str, str] | None:
         # (deepspeed/launcher/launch.py: `cmd` is left over from its spawn loop): no rank from it.
         sig = _signal_of(code)
         return "exit", f"exit code {code}{f' ({sig})' if sig else ''} of a child of the DeepSpeed launcher (which one it does not say)"
+    if k == "ray_worker_died":
+        how = str(get("exit_type") or "").strip()
+        return "exit", f"its worker process died (Ray{': ' + how if how else ''}; which one Ray's line does not say)"
     if k == "mpi_abort":
         return "exit", ev.text.strip()[:200]
     return None

@@ -16,6 +16,21 @@ if TYPE_CHECKING:
     from .failures import Failure
 
 
+#: Launcher reports of a child's end that do not say which child: DeepSpeed's exit line, Ray's
+#: "The actor is dead because its worker process has died".
+_NODE_REPORTS = ("ds_exit", "ray_worker_died")
+
+
+def _reported_worker(job: JobModel, report) -> int | None:
+    """The rank of the worker Ray's death report is about: the "Worker info" block right before it
+    in the controller's output names it (``ray_worker_context``)."""
+    if report.kind != "ray_worker_died":
+        return None
+    near = [e for e in job.by_kind("ray_worker_context") if e.file == report.file and 0 < report.line - e.line <= 40]
+    rank = int_in(near[-1].get("rank")) if near else None
+    return rank
+
+
 def name_the_erring_child(job: JobModel, out: list[Failure], echo_ranks: set[int], timed_out: bool,
                            timed: set[int]) -> list[Failure]:
     """A DeepSpeed launcher's exit report names its node, not the child (see ds_exit): when exactly
@@ -28,7 +43,12 @@ def name_the_erring_child(job: JobModel, out: list[Failure], echo_ranks: set[int
     own = {f.rank for f in out if f.rank is not None}
     drop: set[int] = set()
     for f in out:
-        if f.rank is not None or f.state is not None or any(e.kind != "ds_exit" for e in f.events):
+        if f.rank is not None or f.state is not None or any(e.kind not in _NODE_REPORTS for e in f.events):
+            continue
+        about = _reported_worker(job, f.events[0])
+        if about is not None and about not in own:  # Ray's report says whose process it was
+            f.rank, f.state = about, job.known_ranks().get(about)
+            f.what = f.what.replace("; which one Ray's line does not say", "")
             continue
         node = [st for st in job.ranks if st.rank is not None and (st.host == f.host if f.host else True)]
         if not f.host and len({st.host for st in node}) > 1:

@@ -37,13 +37,14 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
     timed = timed_out_states(job)
 
     killed_states, killed = killed_ranks(job)
+    spoke = _snippet_ranks(job)  # Ray's controller quotes their errors: not silent, even when deduplicated away
 
     def quiet(st: RankState | None, rank: int | None) -> bool:
         """No error (not even an echo of someone else's), no timeout and no kill by the launcher:
         the dead rank usually writes nothing."""
         busy = st is not None and (id(st) in failed_states or id(st) in timed or id(st) in killed_states
                                    or bool(st.errors))
-        return not busy and rank not in failed_ranks and rank not in killed
+        return not busy and rank not in failed_ranks and rank not in killed and rank not in spoke
 
     def add(s: Suspect) -> None:
         if s.host is None and s.rank is not None:
@@ -78,13 +79,15 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
     symptom = job_failed(job)
     per_rank = per_rank_layout(job)
     # Processes whose rank is unknown may be the "missing" ranks: then absence is only a hint.
-    rankless = any(r.rank is None and (r.host or r.pid is not None) for r in job.ranks)
-    missing = job.missing_ranks() if symptom else []
+    roster = _ray_roster(job)  # Ray Train's table of every worker's pid: other actors are no ranks
+    rankless = any(r.rank is None and (r.host or r.pid is not None) and (roster is None or r.pid in roster)
+                   for r in job.ranks)
+    missing = [r for r in job.missing_ranks() if r not in spoke] if symptom else []
     # Nearly every rank is in the logs: then a rank without a line really wrote none.
     covered = bool(job.ranks_expected) and job.ranks_expected >= 4 and \
         job.ranks_expected - len(missing) >= 0.9 * job.ranks_expected
     for rank in missing:
-        if rank in killed or rank in exited:
+        if rank in killed or rank in exited or rank in spoke:
             continue  # the launcher reports how it ended: not a rank that never ran
         if rankless and not per_rank:
             add(Suspect(rank, None, f"the job has {job.ranks_expected} ranks but no line names rank {rank}",
@@ -94,7 +97,7 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
             where = f" (probably on the host of its neighbours {rank - 1} and {rank + 1})" if host else ""
             add(Suspect(rank, None, f"the job has {job.ranks_expected} ranks but rank {rank} wrote no line{where}",
                         "high" if per_rank else "medium", [], host=host,
-                        confirmed=per_rank or covered or _launcher_labelled(job)))
+                        confirmed=per_rank or covered or _launcher_labelled(job) or roster is not None))
     if symptom:
         if healthy_report(job) is None:  # ncclras got an answer from every rank: nobody went silent
             _silent_in_timeouts(job, add, quiet, per_rank)
@@ -156,6 +159,19 @@ def stuck_in_phase(job: JobModel) -> list[tuple[RankState, tuple[Any, str], str]
     name = next(iter(phases.values()))
     others = name_ranks(st.rank for st, _ in lasts if id(st) not in phases)
     return [(st, (ev, name), others) for st, ev in lasts if id(st) in phases]
+
+
+def _ray_roster(job: JobModel) -> set[int] | None:
+    """The pids of every worker of a Ray Train worker group, when its table lists the whole world."""
+    table = {int_in(e.get("rank")): int_in(e.get("pid")) for e in job.by_kind("ray_worker_rank")}
+    if not job.ranks_expected or set(table) != set(range(job.ranks_expected)):
+        return None
+    return {pid for pid in table.values() if pid is not None}
+
+
+def _snippet_ranks(job: JobModel) -> set[int]:
+    """Ranks a Ray Train controller quotes an error of ('[Rank 0,3 Error Snippet]:')."""
+    return {int(x) for e in job.by_kind("ray_error_snippet") for x in re.findall(r"\d{1,7}", str(e.get("ranks") or ""))}
 
 
 def _reported_exits(job: JobModel) -> set[int]:

@@ -154,6 +154,7 @@ def timeouts_by_pg(job: JobModel) -> dict[str, PgTimeouts]:
             rt = merged[key] = RankTimeout(rank=rank, state=st, pg=pg)
         _merge_timeout(rt, ev, fields)
     _fold_unranked(merged)
+    _drop_relays(merged, job.ranks_expected)
     out: dict[str, PgTimeouts] = {}
     for rt in merged.values():
         out.setdefault(rt.pg, PgTimeouts(pg=rt.pg, reports=[], desc=descs.get(rt.pg))).reports.append(rt)
@@ -173,6 +174,19 @@ def _fold_unranked(merged: dict[tuple, RankTimeout]) -> None:
             for ev in rt.events:
                 _merge_timeout(same[0], ev, {"enq": rt.enqueued, "comp": rt.completed})
             del merged[key]
+
+def _drop_relays(merged: dict[tuple, RankTimeout], world: int | None) -> None:
+    """Timeouts of no rank that cannot all be other ranks (with the ranked ones they outnumber the
+    world: a controller quoting its workers' errors, as Ray Train's does) are relays, not processes."""
+    if not world:
+        return
+    for pg in {o.pg for o in merged.values()}:
+        ranked = [k for k, o in merged.items() if o.pg == pg and o.rank is not None]
+        loose = [k for k, o in merged.items() if o.pg == pg and o.rank is None]
+        if loose and len(ranked) + len(loose) > world:
+            for k in loose:
+                del merged[k]
+
 
 def _timeout_fields(ev: Event) -> dict | None:
     k = ev.kind

@@ -18,6 +18,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from ..events import Event
+from .links import _Union, link_launcher_maps
 
 #: Only explicit words: "worker-1" or "node-3" in a file name is usually a host, not a rank.
 _FILE_RANK = re.compile(r"(?:^|[^a-z])(?:rank|task)[-_.]?(\d{1,7})(?:\D|$)", re.I)
@@ -39,26 +40,6 @@ class Proc:
     cuda_dev: int | None = None
     files: set[str] = field(default_factory=set)
     events: list[Event] = field(default_factory=list)
-
-
-class _Union:
-    def __init__(self) -> None:
-        self.parent: dict = {}
-
-    def find(self, k):
-        parent = self.parent
-        parent.setdefault(k, k)
-        root = k
-        while parent[root] != root:
-            root = parent[root]
-        while parent[k] != root:  # path compression
-            parent[k], k = root, parent[k]
-        return root
-
-    def union(self, a, b) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[rb] = ra
 
 
 #: torchrun --log-dir: <log dir>/<run id>/attempt_<k>/<local rank>/{stdout,stderr}.log (and error.json)
@@ -86,7 +67,14 @@ def _is_default_pg(ev: Event) -> bool:
     return f.get("pg_id") in _DEFAULT_PG and f.get("pg_guid") in _DEFAULT_PG
 
 
+#: Lines a controller writes about its workers (Ray Train's table and reports): they make no process
+#: of their writer.
+_ABOUT_WORKERS = frozenset(("ray_worker_rank", "ray_worker_context", "ray_error_snippet"))
+
+
 def _keys(ev: Event, file_has_labels: bool) -> list[tuple]:
+    if ev.kind in _ABOUT_WORKERS:
+        return []
     keys = []
     slot = logdir_slot(ev.file)
     if slot is not None:
@@ -199,8 +187,7 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
               if len({h for h, _ in procs}) > 1 or len(file_devs.get(f, ())) > 1}
     shared |= {f for f, r in {(e.file, e.rank) for e in events if e.rank is not None}
                if file_rank(f) not in (None, r)}
-    _link_local_to_global(events, uf)
-    _link_log_folders(events, uf)
+    link_launcher_maps(events, uf)
     groups: dict = defaultdict(list)
     root_of: dict[tuple, tuple] = {}
     for ev, k in zip(events, ev_key, strict=True):
@@ -239,84 +226,6 @@ def _single_node_log_folders(procs: list[Proc], world: int | None) -> None:
         held = slots[attempt]  # sizes first: a claimed world of millions is not built as a set per process
         if len(held) == world and held == set(range(world)):
             p.rank, p.rank_source = local, "log folder"
-
-
-def _rank_list(value: object) -> list[int]:
-    if isinstance(value, list):
-        return [v for v in value if isinstance(v, int)]
-    if isinstance(value, str):
-        return [int(x) for x in re.findall(r"\d{1,7}", value)]
-    return []
-
-
-def _link_local_to_global(events: list[Event], uf: _Union) -> None:
-    """torchrun's own lines map a node's local ranks to global ranks: the rendezvous result
-    (``local_ranks=[0, 1]`` / ``global_ranks=[8, 9]``) and the ChildFailedError table
-    (``rank : 9 (local_rank: 1)``). In the agent's file, ``[default1]:`` lines are then rank 9."""
-    maps: dict[str, dict[int, set[int]]] = defaultdict(lambda: defaultdict(set))
-    for ev in events:
-        if ev.kind == "elastic_rdzv":
-            local, glob = _rank_list(ev.get("local_ranks")), _rank_list(ev.get("global_ranks"))
-            if local and len(local) == len(glob):
-                for lr, gr in zip(local, glob, strict=True):
-                    maps[ev.file][lr].add(gr)
-        elif ev.kind == "elastic_cfe" and isinstance(ev.get("rank"), int) and isinstance(ev.get("local_rank"), int):
-            maps[ev.file][ev.get("local_rank")].add(ev.get("rank"))
-    for f, per_local in maps.items():
-        for lr, globs in per_local.items():
-            key = ("local", f, lr)
-            if len(globs) == 1 and key in uf.parent:  # an ambiguous map (membership changed) links nothing
-                uf.union(("rank", next(iter(globs))), key)
-
-
-_ATTEMPT = re.compile(r"^(?P<run>.*)/attempt_(?P<k>\d{1,6})$")
-_SEPARATOR = re.compile(r"[^A-Za-z0-9]")
-
-
-def _link_log_folders(events: list[Event], uf: _Union) -> None:
-    """Several nodes' torchrun ``--log-dir`` trees, each under a folder named after its node
-    (``logs-gpu-07/<run>/attempt_0/1/``): the node's failure table (``host``, ``rank (local_rank)``)
-    maps the folder's local rank to its global rank. Only a run's last attempt: a restart may give
-    a node other ranks, and the table tells the last one."""
-    by_host: dict[str, dict[int, set[int]]] = defaultdict(lambda: defaultdict(set))
-    for ev in events:
-        host, rank, local = ev.get("host"), ev.get("rank"), ev.get("local_rank")
-        if ev.kind == "elastic_cfe" and host and isinstance(rank, int) and isinstance(local, int):
-            by_host[str(host)][local].add(rank)
-            by_host[str(host).split(".", 1)[0]][local].add(rank)
-    if not by_host:
-        return
-    slots = []  # (key, run folder, attempt number)
-    for key in uf.parent:
-        m = _ATTEMPT.match(key[1]) if key[0] == "logdir" else None
-        if m is not None:
-            slots.append((key, m.group("run"), int(m.group("k"))))
-    last: dict[str, int] = {}
-    for _key, run, k in slots:
-        last[run] = max(last.get(run, 0), k)
-    hosts_of = {run: _host_in_path(run, by_host) for run in last}
-    for key, run, k in slots:
-        host = hosts_of[run]
-        globs = by_host[host].get(key[2], set()) if host and k == last[run] else set()
-        if len(globs) == 1:
-            uf.union(("rank", next(iter(globs))), key)
-
-
-def _host_in_path(path: str, hosts: dict) -> str | None:
-    """The longest host name that stands alone in ``path`` (between separators), when only one does.
-    Looked up piece by piece (the stretches between separators and their runs), never a regex per
-    host: thousands of hosts and folders stay cheap."""
-    found: set[str] = set()
-    for part in path.replace("\\", "/").split("/")[-8:]:
-        part = part[:256]
-        seps = [m.start() for m in _SEPARATOR.finditer(part)]
-        cuts, ends = [0] + [i + 1 for i in seps], seps + [len(part)]
-        found.update(part[a:b] for a in cuts for b in ends if b - a >= 2 and part[a:b] in hosts)
-    if not found:
-        return None
-    longest = max(len(h) for h in found)
-    best = [h for h in found if len(h) == longest]
-    return best[0] if len(best) == 1 else None
 
 
 def _merge_same_rank(procs: list[Proc]) -> list[Proc]:

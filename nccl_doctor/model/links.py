@@ -1,0 +1,131 @@
+"""Maps that launchers print from their workers to global ranks, applied to the union-find of
+process keys that ``identity`` builds: torchrun's rendezvous result and failure table (local rank
+-> global rank in the agent's file), several nodes' ``--log-dir`` trees (a node's folder -> its
+failure table), and Ray Train's worker-group table (worker pid -> rank).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import defaultdict
+
+from ..events import Event
+
+
+class _Union:
+    def __init__(self) -> None:
+        self.parent: dict = {}
+
+    def find(self, k):
+        parent = self.parent
+        parent.setdefault(k, k)
+        root = k
+        while parent[root] != root:
+            root = parent[root]
+        while parent[k] != root:  # path compression
+            parent[k], k = root, parent[k]
+        return root
+
+    def union(self, a, b) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[rb] = ra
+
+
+def _rank_list(value: object) -> list[int]:
+    if isinstance(value, list):
+        return [v for v in value if isinstance(v, int)]
+    if isinstance(value, str):
+        return [int(x) for x in re.findall(r"\d{1,7}", value)]
+    return []
+
+
+def _link_local_to_global(events: list[Event], uf: _Union) -> None:
+    """torchrun's own lines map a node's local ranks to global ranks: the rendezvous result
+    (``local_ranks=[0, 1]`` / ``global_ranks=[8, 9]``) and the ChildFailedError table
+    (``rank : 9 (local_rank: 1)``). In the agent's file, ``[default1]:`` lines are then rank 9."""
+    maps: dict[str, dict[int, set[int]]] = defaultdict(lambda: defaultdict(set))
+    for ev in events:
+        if ev.kind == "elastic_rdzv":
+            local, glob = _rank_list(ev.get("local_ranks")), _rank_list(ev.get("global_ranks"))
+            if local and len(local) == len(glob):
+                for lr, gr in zip(local, glob, strict=True):
+                    maps[ev.file][lr].add(gr)
+        elif ev.kind == "elastic_cfe" and isinstance(ev.get("rank"), int) and isinstance(ev.get("local_rank"), int):
+            maps[ev.file][ev.get("local_rank")].add(ev.get("rank"))
+    for f, per_local in maps.items():
+        for lr, globs in per_local.items():
+            key = ("local", f, lr)
+            if len(globs) == 1 and key in uf.parent:  # an ambiguous map (membership changed) links nothing
+                uf.union(("rank", next(iter(globs))), key)
+
+
+def _link_ray_workers(events: list[Event], uf: _Union) -> None:
+    """Ray Train's table of its worker group (``- (ip=A, pid=P) world_rank=R, ...``) names the rank
+    of each worker pid; in that file, the lines behind ``(RayTrainWorker pid=P)`` are then rank R
+    (the prefix gives the ip only for a worker on another node than the driver), and in the other
+    files of that folder."""
+    ranks = {(os.path.dirname(ev.file), ev.get("pid")): (ev.get("ip"), ev.get("rank"))
+             for ev in events if ev.kind == "ray_worker_rank"}
+    for key in [k for k in uf.parent if k[0] == "lpid"]:
+        # (a console captured as stdout and stderr apart: the table is in one, the lines in both)
+        ip, rank = ranks.get((os.path.dirname(key[1]), key[3]), (None, None))
+        if isinstance(rank, int) and key[2] in (None, ip):
+            uf.union(("rank", rank), key)
+
+
+_ATTEMPT = re.compile(r"^(?P<run>.*)/attempt_(?P<k>\d{1,6})$")
+_SEPARATOR = re.compile(r"[^A-Za-z0-9]")
+
+
+def _link_log_folders(events: list[Event], uf: _Union) -> None:
+    """Several nodes' torchrun ``--log-dir`` trees, each under a folder named after its node
+    (``logs-gpu-07/<run>/attempt_0/1/``): the node's failure table (``host``, ``rank (local_rank)``)
+    maps the folder's local rank to its global rank. Only a run's last attempt: a restart may give
+    a node other ranks, and the table tells the last one."""
+    by_host: dict[str, dict[int, set[int]]] = defaultdict(lambda: defaultdict(set))
+    for ev in events:
+        host, rank, local = ev.get("host"), ev.get("rank"), ev.get("local_rank")
+        if ev.kind == "elastic_cfe" and host and isinstance(rank, int) and isinstance(local, int):
+            by_host[str(host)][local].add(rank)
+            by_host[str(host).split(".", 1)[0]][local].add(rank)
+    if not by_host:
+        return
+    slots = []  # (key, run folder, attempt number)
+    for key in uf.parent:
+        m = _ATTEMPT.match(key[1]) if key[0] == "logdir" else None
+        if m is not None:
+            slots.append((key, m.group("run"), int(m.group("k"))))
+    last: dict[str, int] = {}
+    for _key, run, k in slots:
+        last[run] = max(last.get(run, 0), k)
+    hosts_of = {run: _host_in_path(run, by_host) for run in last}
+    for key, run, k in slots:
+        host = hosts_of[run]
+        globs = by_host[host].get(key[2], set()) if host and k == last[run] else set()
+        if len(globs) == 1:
+            uf.union(("rank", next(iter(globs))), key)
+
+
+def _host_in_path(path: str, hosts: dict) -> str | None:
+    """The longest host name that stands alone in ``path`` (between separators), when only one does.
+    Looked up piece by piece (the stretches between separators and their runs), never a regex per
+    host: thousands of hosts and folders stay cheap."""
+    found: set[str] = set()
+    for part in path.replace("\\", "/").split("/")[-8:]:
+        part = part[:256]
+        seps = [m.start() for m in _SEPARATOR.finditer(part)]
+        cuts, ends = [0] + [i + 1 for i in seps], seps + [len(part)]
+        found.update(part[a:b] for a in cuts for b in ends if b - a >= 2 and part[a:b] in hosts)
+    if not found:
+        return None
+    longest = max(len(h) for h in found)
+    best = [h for h in found if len(h) == longest]
+    return best[0] if len(best) == 1 else None
+
+
+def link_launcher_maps(events: list[Event], uf: _Union) -> None:
+    _link_local_to_global(events, uf)
+    _link_log_folders(events, uf)
+    _link_ray_workers(events, uf)
