@@ -69,7 +69,7 @@ def reach_label(r: Mapping[str, Any], pg: str | None, short: bool = False) -> st
 
 
 #: The init stages of ``model.job.STAGES`` in words.
-STAGE_WORDS = {"none": "before NCCL init", "started": "NCCL started", "bootstrap": "bootstrapping",
+STAGE_WORDS = {"none": "no NCCL init seen", "started": "NCCL started", "bootstrap": "bootstrapping",
                "init_start": "communicator init started", "topology": "topology detected",
                "connected": "peers connected", "init_complete": "communicator ready",
                "running": "running", "finished": "finished (communicator destroyed)"}
