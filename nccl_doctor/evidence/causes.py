@@ -57,7 +57,7 @@ CAUSE_KINDS = ("python_exception", "log_error", "cpp_terminate", "cuda_error", "
 #: A rank waiting for a peer that never came (gloo's transport, the TCPStore): always a consequence.
 _TIMEOUT_ECHOES = ("gloo_timeout", "torch_store_timeout", "torch_barrier_missing")
 #: A rank's own error lines that may be no more than the echo of another rank's failure.
-_OWN_ERRORS = ("python_exception", "log_error", "cpp_terminate", "torch_wd_exception", "torch_nccl_error", "torch_nccl_err_kind",
+_OWN_ERRORS = ("python_exception", "cpp_terminate", "torch_wd_exception", "torch_nccl_error", "torch_nccl_err_kind",
                *_TIMEOUT_ECHOES)
 #: Launcher/host reports about a process (not the process's own words).
 _REPORTS = ("elastic_cfe", "elastic_failed", "slurm_task_exit", "mp_spawn_failed", "ds_exit", "mpi_abort",

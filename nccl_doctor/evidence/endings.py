@@ -36,7 +36,8 @@ _PEER_GONE = re.compile(r"Connection (?:closed|reset) by (?:remote )?peer|Broken
 _WAITED = re.compile(r"[Tt]imed out|[Tt]imeout")
 #: At most this share of the world may end unlike the rest for the rest to single them out.
 ODD_SHARE = 4
-_OWN = (frozenset(_OWN_ERRORS) | frozenset(CAUSE_KINDS)) - frozenset(_REPORTS)
+#: (a logged error record is a rank's own word only as a failure: otherwise it is its own story)
+_OWN = (frozenset(_OWN_ERRORS) | frozenset(CAUSE_KINDS)) - frozenset(_REPORTS) - {"log_error"}
 
 
 @dataclass(slots=True, eq=False)

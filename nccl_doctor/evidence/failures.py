@@ -222,6 +222,10 @@ def failures(job: JobModel) -> list[Failure]:
                 f.category, f.what = cat, what  # a more specific line of the same failure
             f.events.append(ev)
     out = list(merged.values())
+    if not (job_timed_out or echo[0] or job.by_kind(*_REPORTS)):
+        # A logged error in a job where nothing else went wrong (no peer lost it, nothing timed out,
+        # no launcher reported a failed exit): the job ran on; it is no failure of the job's
+        out = [f for f in out if not all(e.kind == "log_error" for e in f.events)]
     out += _signalled_agents(job)
     for pb in unreachable(job):  # a node's agent that could not reach the rendezvous endpoint
         out.append(Failure(rank=None, state=None, host=(pb.hosts or [None])[0], category="launcher", what=pb.what,

@@ -1,0 +1,47 @@
+"""A logging record at ERROR level that carries its writer's rank (Accelerate's logger adds "[RANK n]"):
+that rank's own words, a failure only when the job failed otherwise and it was the rank's last word.
+Expected values come from the lines below (what each rank wrote), not from the code's output."""
+
+from __future__ import annotations
+
+import nccl_doctor
+from nccl_doctor.records import split_glued
+
+PREFIX = "11/27/2026 08:12:21 - {level} - __main__ - [RANK {rank}] "
+
+
+def _line(level: str, rank: int, msg: str) -> str:
+    return PREFIX.format(level=level, rank=rank) + msg
+
+
+def test_a_rank_tag_after_a_logging_prefix_is_that_records_own_not_a_second_record():
+    line = _line("ERROR", 2, "shard 2 is truncated at step 8, giving up")
+    assert split_glued(line) == [line]
+    glued = "step 3/30 loss 2.0[rank 1] step 3/30 loss 2.1"  # two prints on one line: still cut
+    assert split_glued(glued) == ["step 3/30 loss 2.0", "[rank 1] step 3/30 loss 2.1"]
+
+
+def test_a_logged_error_in_a_job_that_ran_to_its_end_is_no_failure(tmp_path):
+    log = tmp_path / "console.log"
+    log.write_text("\n".join([
+        _line("INFO", 0, "step 29/30: loss 2.0"),
+        _line("INFO", 0, "step 30/30: loss 2.0"),
+        _line("ERROR", 3, "could not upload the final metrics"),
+    ]) + "\n")
+    report = nccl_doctor.analyze(str(log), jobs=1)
+    assert not [f for f in report.findings if f.severity.value == "error"], [f.summary for f in report.findings]
+
+
+def test_a_logged_error_that_is_a_ranks_last_word_while_its_peers_lose_it_names_that_rank(tmp_path):
+    log = tmp_path / "console.log"
+    log.write_text("\n".join([
+        _line("INFO", 0, "step 7/30: loss 2.0699"),
+        _line("ERROR", 2, "shard 2 is truncated at step 8, giving up"),
+        "[rank1]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer "
+        "[127.0.0.1]:33187",
+        "[rank3]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer "
+        "[127.0.0.1]:33187",
+    ]) + "\n")
+    report = nccl_doctor.analyze(str(log), jobs=1)
+    assert report.verdict["ranks"] == [2], report.verdict
+    assert "shard 2 is truncated" in report.verdict["headline"]
