@@ -35,7 +35,7 @@ def fix_years(events: list[Event], years: dict | None = None, scans: list | None
 def make_event(kind: str, fields: dict, lf: dict, path: str, line_no: int, text: str, year: int) -> Event:
     # Only the NCCL line prefix names the writer (host:pid:tid [dev]); a host or pid inside other
     # messages (srun's failed node, a ChildFailedError entry) is the subject, kept in fields.
-    writer = kind.startswith("nccl_")
+    writer = kind.startswith("nccl_") or (kind == "rank_world" and "host" in fields)  # ("host=X rank=R/W": its own)
     host = (fields.pop("host", None) if writer else None) or lf.get("host") or lf.get("pod")
     pid = fields.pop("pid", None) if writer else None
     if pid is None:

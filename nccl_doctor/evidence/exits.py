@@ -126,6 +126,10 @@ def echoed_exit(job: JobModel, ev: Event, echo: tuple[set[int], set[int]]) -> bo
         return _only_echoes_unclaimed(job, ev.file) or 1 in _timed_out_exit_codes(job)
     lr = int_in(ev.get("local_rank"))
     procs = [st for st in job.ranks if lr is not None and st.local_rank == lr and ev.file in st.files]
+    if not procs and ev.kind == "elastic_failed":
+        # No process of that file is known by its local rank (no failure table: the job went on, or
+        # its ranks print no local rank): when every process of the file echoed, so did this one.
+        procs = [st for st in job.ranks if ev.file in st.files and st.rank is not None]
     return bool(procs) and all(id(st) in states for st in procs)
 
 

@@ -95,6 +95,30 @@ def incomplete(job: JobModel) -> RdzvProblem | None:
                        [e for evs in waits.values() for e in evs[:1]])
 
 
+#: The keys an elastic agent waits for in a rendezvous round ("wait timeout after 60000ms, keys:
+#: /torch.rendezvous.<id>.1/torchelastic/role_info/0, ..." or ".../MASTER_ADDR").
+_RDZV_KEYS = re.compile(r"wait timeout after \d{1,12} ?ms, keys: [^\n]{0,400}?(?:/torchelastic/|/MASTER_(?:ADDR|PORT)\b)")
+
+
+@_per_job
+def deadlocked(job: JobModel) -> RdzvProblem | None:
+    """Every torchrun agent died waiting in the store for a rendezvous round's keys (role_info,
+    MASTER_ADDR) that another agent was to write, and no worker failed: the new round never came
+    together (a restart or a scale-up), each agent waiting for the others; no rank is at fault."""
+    agents = {e.file for e in job.by_kind("elastic_sigterm", "elastic_rdzv", "elastic_launch_config",
+                                          "elastic_failed", "elastic_cfe", "elastic_restart")}
+    waits: dict[str, Event] = {}
+    for ev in job.by_kind("torch_store_timeout", "python_exception"):
+        if _RDZV_KEYS.search(str(ev.get("err") or ev.get("msg") or "")) and ev.rank is None:
+            waits.setdefault(ev.file, ev)
+    if len(waits) < 2 or not set(waits) >= agents or any(st.rank is not None and st.errors for st in job.ranks):
+        return None
+    return RdzvProblem([], f"every torchrun agent ({len(waits)}) died waiting in the store for a rendezvous round's "
+                       "keys that another agent was to write (role_info, MASTER_ADDR): the new round (a restart or "
+                       "a node joining) never came together; no rank failed, and nothing here singles one out",
+                       list(waits.values()))
+
+
 def is_wrapper_echo(job: JobModel, ev: Event) -> bool:
     """``RendezvousConnectionError`` wraps the agent's inner error: that inner error says what
     happened (an unreachable endpoint: ``unreachable``; a store that went away: an echo)."""

@@ -22,7 +22,7 @@ from .hang import silent_hang
 from .named import named_silent
 from .progress import PHASE_WORDS, phase_of
 from .ras import healthy as healthy_report
-from .rendezvous import incomplete
+from .rendezvous import deadlocked, incomplete
 from .statements import named_by_torch
 from .suspects import _CONF, Suspect, lagging_ranks, stage_outliers
 from .timeouts import timed_out_states, timeouts_by_pg
@@ -64,6 +64,9 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
     absent = incomplete(job)
     if absent is not None:
         add(Suspect(None, None, absent.what, "high", absent.events, label="a node that --nnodes expects"))
+    stuck = deadlocked(job)
+    if stuck is not None:
+        add(Suspect(None, None, stuck.what, "high", stuck.events, label="the next rendezvous round (every agent waited for the others)"))
     for n in named_silent(job):  # a saved ncclras report or the Flight Recorder analyzer names them
         if quiet(n.state, n.rank):
             add(Suspect(n.rank, n.state, n.reason, n.confidence, n.events, n.pg, host=n.host))
