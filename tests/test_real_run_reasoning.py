@@ -7,6 +7,9 @@ out, which rank died of which signal, who had already timed out.
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 from nccl_doctor import analyze
 from nccl_doctor.evidence.facts import count_ranks
 from nccl_doctor.model.links import _host_in_path
@@ -215,3 +218,19 @@ def test_one_exception_raised_by_every_rank_before_any_prefix_is_each_reported_e
     r = analyze([str(p)])
     assert r.verdict["ranks"] and set(r.verdict["ranks"]) <= {1, 2}
     assert "NCCL built in" in r.verdict["headline"]
+
+
+def test_a_per_node_console_named_like_its_sibling_host_is_that_host(tmp_path):
+    # The real run of a node SIGKILLed under --nnodes 1:2 and --max-restarts 0, with the script's own
+    # "host=..." words taken out: only the file names (c5-train-a.log, whose torchrun table names
+    # host c5-train-a, and c5-train-b.log) can tell where ranks 2 and 3, silent since start-up, ran.
+    import nccl_doctor
+    from nccl_doctor.evidence.facts import _shape
+
+    assert _shape("c5-train-a") == _shape("c5-train-b") != _shape("c5-train")
+    run = Path(__file__).resolve().parent.parent / "fixtures" / "realruns" / "t12_nodeloss_norestart"
+    for name in ("c5-train-a.log", "c5-train-b.log"):
+        text = (run / name).read_text(encoding="utf-8")
+        (tmp_path / name).write_text(re.sub(r"host=c5-train-[ab] ", "", text), encoding="utf-8")
+    report = nccl_doctor.analyze(str(tmp_path), jobs=1)
+    assert report.verdict["ranks"] == [2, 3] and report.verdict["hosts"] == ["c5-train-b"], report.verdict

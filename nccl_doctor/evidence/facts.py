@@ -208,7 +208,9 @@ def _stem(path: str) -> str:
 
 
 def _shape(name: str) -> str:
-    return re.sub(r"\d+", "N", name)
+    """A host name with its numbers, and a last single letter after a separator (``train-a``,
+    ``node_b``), made alike: the siblings of one cluster's naming."""
+    return re.sub(r"(?<=[-_])[A-Za-z]$", "L", re.sub(r"\d+", "N", name))
 
 
 def file_host(job: JobModel, file: str) -> str | None:
