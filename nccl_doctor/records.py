@@ -87,13 +87,13 @@ def join_block(record: str, next_line: NextLine, peek_line: NextLine) -> list[st
         return [" ".join(parts)]
     if stripped in (_CFE_ROOT, _CFE_FAIL):
         return _join_cfe(stripped, next_line, peek_line)
-    if stripped.startswith(_TERMINATE):
-        # std::terminate prints the exception's what() on the next line: what it was is there.
-        nxt = peek_line()
-        if nxt is not None and nxt.lstrip().startswith("what():"):
-            next_line()
-            return [f"{stripped} {nxt.strip()}"]
-        return [stripped]
+    for head, tail in _TWO_LINE:
+        if stripped.startswith(head):
+            nxt = peek_line()
+            if nxt is not None and nxt.strip().startswith(tail):
+                next_line()
+                return [f"{stripped} {nxt.strip()}"]
+            return [stripped]
     if stripped.endswith(("Stalled ranks:", "Missing ranks:")):
         out = []
         for _ in range(10000):
@@ -156,7 +156,11 @@ def _table_traceback(next_line: NextLine, peek_line: NextLine) -> str:
     return last
 
 
-BLOCK_LITERALS = ("Rendezvous complete", _CFE_ROOT, _CFE_FAIL, "Stalled ranks:", "Missing ranks:", _TERMINATE)
+_MPI_PROC = "Process name: [["
+#: Records whose next line completes them: std::terminate prints the exception's what() on the next
+#: line; Open MPI's "The first process to do so was:" block gives the process name, then its exit code.
+_TWO_LINE = ((_TERMINATE, "what():"), (_MPI_PROC, "Exit code:"))
+BLOCK_LITERALS = ("Rendezvous complete", _CFE_ROOT, _CFE_FAIL, "Stalled ranks:", "Missing ranks:", _TERMINATE, _MPI_PROC)
 
 #: A wrapped continuation: not blank, and not the start of a new prefixed record.
 _NEW_RECORD = re.compile(

@@ -206,6 +206,8 @@ def _classify_exit(ev: Event, job_timed_out: bool) -> tuple[str, str] | None:
         how = str(get("exit_type") or "").strip()
         return "exit", f"its worker process died (Ray{': ' + how if how else ''}; which one Ray's line does not say)"
     if k == "mpi_abort":
+        if ev.text.lstrip().startswith("Process name:") and get("code") is not None:
+            return "exit", f"exit code {get('code')} (mpirun: the first process to exit with a non-zero status)"
         return "exit", ev.text.strip()[:200]
     return None
 

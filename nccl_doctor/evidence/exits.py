@@ -105,6 +105,8 @@ def echoed_exit(job: JobModel, ev: Event, echo: tuple[set[int], set[int]]) -> bo
             code = 1  # "terminated with the following error": the child relayed its exception, then exited 1
     elif ev.kind in ("elastic_cfe", "elastic_failed"):
         code = int_in(ev.get("exitcode") if ev.kind == "elastic_cfe" else ev.get("code"))
+    elif ev.kind == "mpi_abort" and ev.get("code") is not None:  # mpirun's first process to exit non-zero
+        code = int_in(ev.get("code"))
     else:
         return False
     if code in (-6, 134):

@@ -56,9 +56,13 @@ def logdir_slot(path: str) -> tuple[str, int] | None:
 
 
 def file_rank(path: str) -> int | None:
-    """Rank from a file name like ``rank-00012.log``, ``worker_3.out``; None when absent."""
-    name = path.replace("\\", "/").rsplit("/", 1)[-1]
-    m = _FILE_RANK.search(name)
+    """Rank from a file name like ``rank-00012.log``, ``worker_3.out``, or from the folder of a
+    ``stdout``/``stderr`` file (Open MPI's ``--output-filename DIR``: ``DIR/1/rank.3/stdout``); None
+    when absent."""
+    parts = path.replace("\\", "/").rsplit("/", 2)
+    m = _FILE_RANK.search(parts[-1])
+    if m is None and len(parts) > 1 and parts[-1].split(".", 1)[0] in ("stdout", "stderr"):
+        m = _FILE_RANK.search(parts[-2])
     return int(m.group(1)) if m else None
 
 
