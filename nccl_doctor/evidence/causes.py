@@ -118,6 +118,8 @@ def classify(ev: Event, job_timed_out: bool, rank_timed_out: bool) -> tuple[str,
             return None
         if _CONSEQUENCE.search(text) and not _cuda_text(text):
             return None  # its what() (joined to the record) is an echo: a lost peer, a desync
+        if get("how"):  # "terminate called without an active exception" / "recursively": say it as it was
+            return "exception", f"terminate called {get('how')}"
         return "exception", f"terminate called after throwing {etype}"  # its what() line says more
     if k == "cuda_error":
         return "cuda", f"CUDA error: {get('err') or text}"[:200]
