@@ -170,6 +170,8 @@ KINDS: dict[str, str] = {
     "ray_worker_context": "rank, world_size, local_rank: the worker a Ray Train controller's health-check report is about",
     "ray_error_snippet": "ranks (text: '0,3'): a Ray Train controller's '[Rank 0,3 Error Snippet]:' header: those ranks "
     "reported an error (shown after it)",
+    "slurm_step_stop": "by_srun | forced | aborted: srun ending its job step itself (kill-on-bad-exit, after a task's death) "
+    "or an outside cancel reaching it: tasks reported after it were stopped",
     "cpp_terminate": "exc_type, how: \"terminate called after throwing an instance of 'c10::DistBackendError'\" / "
     "'terminate called without an active exception' (how)",
     "cuda_error": "err, exc_type (when the line is the raised exception): 'CUDA error: an illegal memory access was "

@@ -107,6 +107,10 @@ def echoed_exit(job: JobModel, ev: Event, echo: tuple[set[int], set[int]]) -> bo
         code = int_in(ev.get("exitcode") if ev.kind == "elastic_cfe" else ev.get("code"))
     elif ev.kind == "mpi_abort" and ev.get("code") is not None:  # mpirun's first process to exit non-zero
         code = int_in(ev.get("code"))
+    elif ev.kind == "slurm_task_exit" and "Exited" in str(ev.get("how") or ""):
+        code = int_in(ev.get("code"))
+    elif ev.kind == "slurm_task_exit" and str(ev.get("how") or "").strip() == "Aborted":
+        code = -6  # srun's "task 1: Aborted": SIGABRT
     else:
         return False
     if code in (-6, 134):
@@ -227,3 +231,17 @@ def ds_spawned(job: JobModel) -> dict[tuple[str, int | None], int]:
         if ranks and local < len(ranks):
             out[(ev.file, int_in(ev.get("pid")))] = ranks[local]
     return out
+
+
+def srun_first_kill(job: JobModel, ev: Event) -> tuple[str, str] | None:
+    """srun's "task 1: Killed" when it is the first thing srun reports in its file, before any of
+    its own stopping of the step (``slurm_step_stop``) or a cancel: that task died of SIGKILL (the
+    OOM killer, an operator), a cause; after them, "Killed" is the step's clean-up."""
+    if ev.kind != "slurm_task_exit" or str(ev.get("how") or "").strip() != "Killed":
+        return None
+    before = [e for e in job.by_kind("slurm_task_exit", "slurm_step_stop", "slurm_cancel")
+              if e.file == ev.file and e.line < ev.line]
+    if before:
+        return None
+    tasks = str(ev.get("tasks") or "?")
+    return "signal", f"srun: {'task' if tasks.isdigit() else 'tasks'} {tasks} on {ev.get('host') or '?'} ended with: Killed"

@@ -31,6 +31,7 @@ from .exits import (
     fail_ranks,
     forced_kill,
     outside_sigterm,
+    srun_first_kill,
     state_for_pid,
 )
 from .facts import _per_job, file_host, first_ts, global_rank, host_of, int_in, line_key, owner, writer
@@ -123,7 +124,9 @@ def stopped_from_outside(job: JobModel) -> list[Event]:
     agents, hit = _agent_signals(job)
     if hit and set(hit) >= agents:
         return [evs[0] for evs in hit.values()]
-    return job.by_kind("slurm_cancel")[:2]
+    # (a step cancel right after srun's own "_step_signal: Terminating" is srun's kill-on-bad-exit)
+    by_srun = {e.file: e.line for e in job.by_kind("slurm_step_stop") if e.get("by_srun")}
+    return [e for e in job.by_kind("slurm_cancel") if not (e.file in by_srun and by_srun[e.file] < e.line)][:2]
 
 
 @_per_job
@@ -152,6 +155,11 @@ def _echo_only(job: JobModel, job_timed_out: bool, timed: set[int]) -> tuple[set
     for st in job.ranks:
         rank_timed = id(st) in timed
         own = [e for e in st.events if e.kind in _OWN_OR_CAUSE]
+        if any(e.kind == "cpp_terminate" and e.get("how") for e in own) and \
+                any(e.kind != "cpp_terminate" and classify(e, job_timed_out, rank_timed) is None for e in own):
+            # "terminate called without an active exception" after an echo of its own: a thread still
+            # running while the process tore itself down after that error (no cause of its own)
+            own = [e for e in own if not (e.kind == "cpp_terminate" and e.get("how"))]
         if any(classify(e, job_timed_out, rank_timed) is not None for e in own):
             if st.rank is not None:
                 caused.add(st.rank)
@@ -184,7 +192,8 @@ def killed_ranks(job: JobModel) -> tuple[set[int], set[int]]:
         elif ev.kind == "elastic_cfe" and (int_in(ev.get("exitcode")) in (-15, 143) or "TERM" in str(ev.get("sig"))):
             if int_in(ev.get("rank")) is not None:
                 ranks.add(int_in(ev.get("rank")))
-        elif ev.kind == "slurm_task_exit" and str(ev.get("how") or "").strip() in ("Terminated", "Killed"):
+        elif ev.kind == "slurm_task_exit" and str(ev.get("how") or "").strip() in ("Terminated", "Killed") \
+                and srun_first_kill(job, ev) is None:
             ranks.update(expand_tasks(ev.get("tasks")))
     return states, ranks
 
@@ -199,9 +208,12 @@ def failures(job: JobModel) -> list[Failure]:
     merged: dict[tuple, Failure] = {}
     for ev in job.by_kind(*CAUSE_KINDS):
         st = owner(job, ev)
-        cls = classify(ev, job_timed_out, st is not None and id(st) in timed) or outside_sigterm(job, ev)
+        cls = classify(ev, job_timed_out, st is not None and id(st) in timed) or outside_sigterm(job, ev) \
+            or srun_first_kill(job, ev)
         if cls is None or echoed_exit(job, ev, echo) or is_wrapper_echo(job, ev) or forced_kill(job, ev):
             continue
+        if ev.kind == "cpp_terminate" and ev.get("how") and st is not None and id(st) in echo[0]:
+            continue  # its teardown after an echo (see _echo_only)
         cat, what = cls
         own = global_rank(job, ev)
         for rank in fail_ranks(job, ev):
