@@ -28,7 +28,6 @@ reached its last position) passes ``STRAGGLER_FACTOR`` usual intervals (at least
 
 from __future__ import annotations
 
-import bisect
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -365,32 +364,6 @@ def _signals(procs: list[Process]) -> list[tuple]:
     return sorted((s for s, n in count.items() if n >= 2), key=lambda s: (order.get(s[0], 9), str(s)))
 
 
-# ---- stragglers -----------------------------------------------------------------------------------
-
-def stragglers(job: JobModel) -> list[Straggler]:
-    """Processes far behind the others (see the module docstring); none in batch analysis."""
-    live = job.live
-    if live is None or live.tracker.usual is None:
-        return []
-    j = _judged(job)
-    now = live.now
-    if now < j.deadline:
-        return []
-    found: dict[tuple, Straggler] = {}
-    for signal, having, rows in j.late:
-        n = bisect.bisect_right(rows, now, key=lambda r: r[0])  # late enough by now
-        if not n or 2 * n > having:
-            continue
-        for _due, p, value, top, since, lateness, allowed in rows[:n]:
-            lag = max(now - since if since is not None else 0.0, lateness)
-            ahead = [q for q in j.procs if signal in q.positions and q.positions[signal][0] > value]
-            ev = _position_marks([p], signal) + ([(p.phase[1], p.rank)] if p.phase else []) \
-                + _position_marks(ahead[:1], signal)
-            if p.ident not in found or lag > found[p.ident].lag:
-                found[p.ident] = Straggler(p, signal, value, top, lag, allowed, ahead, ev)
-    return sorted(found.values(), key=lambda s: -s.lag)
-
-
 # ---- words ----------------------------------------------------------------------------------------
 
 def names(procs: list[Process]) -> str:
@@ -420,4 +393,4 @@ def _position_marks(procs: list[Process], signal: tuple) -> list[tuple[Mark, int
     return [(p.positions[signal][1], p.rank) for p in procs if signal in p.positions]
 
 
-__all__ = ["Live", "Process", "Stall", "Straggler", "fmt_position", "names", "processes", "stall", "stragglers"]
+__all__ = ["Live", "Process", "Stall", "Straggler", "fmt_position", "names", "processes", "stall"]

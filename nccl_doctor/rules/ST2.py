@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..events import MAX_TEXT
 from ..evidence import stall as live_stall
+from ..evidence.stragglers import stragglers
 from ..findings import Evidence, Finding
 from ..model import JobModel
 from .base import Rule
@@ -18,7 +19,7 @@ from .base import Rule
 def check(job: JobModel, rule: Rule) -> list[Finding]:
     out = []
     usual = job.live.tracker.usual if job.live is not None else None
-    for s in live_stall.stragglers(job):
+    for s in stragglers(job):
         word = live_stall.SIGNAL_WORDS[s.signal[0]]
         ahead = live_stall.names(s.others)
         at, top = live_stall.fmt_position(s.signal, s.position), live_stall.fmt_position(s.signal, s.frontier)
