@@ -172,6 +172,7 @@ KINDS: dict[str, str] = {
     "reported an error (shown after it)",
     "slurm_step_stop": "by_srun | forced | aborted: srun ending its job step itself (kill-on-bad-exit, after a task's death) "
     "or an outside cancel reaching it: tasks reported after it were stopped",
+    "py_stack_timeout": "after: faulthandler's 'Timeout (0:00:10)!' heading a dump of the process's stacks (info)",
     "cpp_terminate": "exc_type, how: \"terminate called after throwing an instance of 'c10::DistBackendError'\" / "
     "'terminate called without an active exception' (how)",
     "cuda_error": "err, exc_type (when the line is the raised exception): 'CUDA error: an illegal memory access was "

@@ -141,6 +141,12 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
             why, conf = f"it wrote no line while {seen}", "medium"
         add(Suspect(e.rank, e.state, why, conf, e.events or (e.state.events[-1:] if e.state else []),
                     host=host_of_rank(job, e), ended=ended))
+    for s in found.values():  # a dump of its own stacks (faulthandler) says where it was stuck: point at it
+        dumps = [e for e in s.state.events if e.kind == "py_stack_timeout"] if s.state is not None else []
+        if dumps:
+            s.reason += (f"; its own stack dump (faulthandler, after {dumps[-1].get('after')} without moving) shows "
+                         "where it was stuck")
+            s.events = [dumps[-1], *[e for e in s.events if e is not dumps[-1]]]
     return sorted(found.values(), key=lambda s: (s.rank is None, s.rank or 0))
 
 
