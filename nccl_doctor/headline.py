@@ -17,6 +17,7 @@ from .evidence.facts import fmt_ms, fmt_ranks, plural
 from .evidence.hang import silent_hang
 from .evidence.named import named_silent
 from .evidence.ras import symmetric_hang
+from .evidence.rendezvous import deadlocked
 from .findings import Finding, Severity
 from .model import JobModel
 
@@ -123,7 +124,8 @@ def _doing(job: JobModel, lead: Finding, klass: Finding | None, ranks: list[int]
         # silent.stuck_in_phase: its last line is a phase the others never entered, and the job hung
         doing = f"hung {phase} that the other ranks did not enter"
     elif lead.rule == "RK2" and not ranks and not hosts:
-        doing = "is missing"
+        # (a rendezvous round that never came together is not missing: every agent waited for it)
+        doing = "never came together" if deadlocked(job) is not None else "is missing"
     if not detail:
         return doing
     if klass is not None and klass.rule == "TO1" and not klass.ranks and silent_hang(job) is not None:
