@@ -21,6 +21,7 @@ from typing import Any
 
 from ..events import Event
 from ..model import JobModel, RankState
+from ..model.links import rank_list
 from .causes import _OWN_ERRORS, _REPORTS, CAUSE_KINDS, classify
 from .facts import _per_job, global_rank, host_of, int_in, owner
 from .timeouts import timeouts_by_pg
@@ -190,7 +191,13 @@ def _aborted_on_echo(job: JobModel, ev: Event, echo_ranks: set[int]) -> bool:
              if (named and global_rank(job, e) in named)
              or (e.file == ev.file and getattr(owner(job, e), "rank", None) is None)]
     teardown = bool(named) and all(r in echo_ranks for r in named)
-    return bool(terms) and all(classify(e, True, False) is None or (teardown and e.get("how")) for e in terms)
+    return bool(terms) and all(classify(e, True, False) is None or (teardown and teardown_terminate(e)) for e in terms)
+
+
+def teardown_terminate(ev: Event) -> bool:
+    """"terminate called without an active exception" (or recursively): what a process prints when it
+    tears itself down with a thread still running; after an echo of its own, no cause of its own."""
+    return ev.kind == "cpp_terminate" and bool(ev.get("how"))
 
 
 @_per_job
@@ -220,7 +227,7 @@ def ds_spawned(job: JobModel) -> dict[tuple[str, int | None], int]:
     the one host of a one-node map, or the host that prefixes the line (pdsh)."""
     maps: dict[str, dict[str, list[int]]] = {}
     for ev in job.by_kind("ds_rank_map"):
-        maps[ev.file] = {h: [int(x) for x in re.findall(r"\d{1,7}", r)]
+        maps[ev.file] = {h: rank_list(r)
                          for h, r in _DS_HOST_RANKS.findall(str(ev.get("map") or ""))}
     out: dict[tuple[str, int | None], int] = {}
     for ev in job.by_kind("ds_spawn"):

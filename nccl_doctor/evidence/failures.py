@@ -33,6 +33,7 @@ from .exits import (
     outside_sigterm,
     srun_first_kill,
     state_for_pid,
+    teardown_terminate,
 )
 from .facts import _per_job, file_host, first_ts, global_rank, host_of, int_in, line_key, owner, writer
 from .orphans import name_the_erring_child, pair_loose_traceback
@@ -155,11 +156,9 @@ def _echo_only(job: JobModel, job_timed_out: bool, timed: set[int]) -> tuple[set
     for st in job.ranks:
         rank_timed = id(st) in timed
         own = [e for e in st.events if e.kind in _OWN_OR_CAUSE]
-        if any(e.kind == "cpp_terminate" and e.get("how") for e in own) and \
+        if any(teardown_terminate(e) for e in own) and \
                 any(e.kind != "cpp_terminate" and classify(e, job_timed_out, rank_timed) is None for e in own):
-            # "terminate called without an active exception" after an echo of its own: a thread still
-            # running while the process tore itself down after that error (no cause of its own)
-            own = [e for e in own if not (e.kind == "cpp_terminate" and e.get("how"))]
+            own = [e for e in own if not teardown_terminate(e)]  # its teardown after an echo of its own
         if any(classify(e, job_timed_out, rank_timed) is not None for e in own):
             if st.rank is not None:
                 caused.add(st.rank)
@@ -212,7 +211,7 @@ def failures(job: JobModel) -> list[Failure]:
             or srun_first_kill(job, ev)
         if cls is None or echoed_exit(job, ev, echo) or is_wrapper_echo(job, ev) or forced_kill(job, ev):
             continue
-        if ev.kind == "cpp_terminate" and ev.get("how") and st is not None and id(st) in echo[0]:
+        if teardown_terminate(ev) and st is not None and id(st) in echo[0]:
             continue  # its teardown after an echo (see _echo_only)
         cat, what = cls
         own = global_rank(job, ev)

@@ -27,8 +27,7 @@ def _reported_worker(job: JobModel, report) -> int | None:
     if report.kind != "ray_worker_died":
         return None
     near = [e for e in job.by_kind("ray_worker_context") if e.file == report.file and 0 < report.line - e.line <= 40]
-    rank = int_in(near[-1].get("rank")) if near else None
-    return rank
+    return int_in(near[-1].get("rank")) if near else None
 
 
 def name_the_erring_child(job: JobModel, out: list[Failure], echo_ranks: set[int], timed_out: bool,

@@ -159,7 +159,6 @@ class ProgressTracker:
         #: for one job model stays valid while it is the same (it keeps it in ``judged``).
         self.version = 0
         self.judged: tuple | None = None
-        self.startup_judged: tuple | None = None  # the same for a job with no rhythm yet
 
     # ---- input -------------------------------------------------------------------------------
 

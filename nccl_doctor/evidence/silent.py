@@ -9,11 +9,11 @@ that ended unlike all the others (``endings``). Built on the timeouts, failures 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
 from ..model import JobModel, RankState
+from ..model.links import rank_list
 from .dumps import dump_facts
 from .endings import host_of_rank, quiet_odd_ones
 from .facts import _per_job, file_host, int_in, name_ranks, per_rank_layout, pg_label, plural
@@ -55,7 +55,7 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
 
     known = job.known_ranks()  # once: per named rank (per missing rank) it made this quadratic
     for ev in job.by_kind("hvd_missing_ranks"):
-        for rank in sorted({int(x) for x in re.findall(r"\d{1,7}", str(ev.get("ranks") or ""))}):
+        for rank in sorted(set(rank_list(str(ev.get("ranks") or "")))):
             add(Suspect(rank, known.get(rank), "Horovod reports it never submitted the tensor "
                         f"{ev.get('tensor') or ''} (missing ranks)".replace("  ", " "), "high", [ev]))
     for said in named_by_torch(job):  # the waiters name whom they waited for
@@ -180,7 +180,7 @@ def _ray_roster(job: JobModel) -> set[int] | None:
 
 def _snippet_ranks(job: JobModel) -> set[int]:
     """Ranks a Ray Train controller quotes an error of ('[Rank 0,3 Error Snippet]:')."""
-    return {int(x) for e in job.by_kind("ray_error_snippet") for x in re.findall(r"\d{1,7}", str(e.get("ranks") or ""))}
+    return {r for e in job.by_kind("ray_error_snippet") for r in rank_list(str(e.get("ranks") or ""))}
 
 
 def _reported_exits(job: JobModel) -> set[int]:

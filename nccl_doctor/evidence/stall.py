@@ -202,6 +202,8 @@ class _Judged:
 
     procs: list[Process]  # the processes taking part in the job's recent progress
     single: tuple | None = None  # _single_out(procs), once asked
+    #: for a job with no rhythm: (every process seen, _single_out of them or None), once asked
+    startup: tuple | None = None
     #: per signal: (signal, processes reporting it, [(due, proc, position, furthest, since, lateness,
     #: allowed)] by due time: when that process becomes late enough to be a straggler)
     late: list = field(default_factory=list)
@@ -277,17 +279,15 @@ def _startup_stall(job: JobModel, tr, quiet: float) -> Stall | None:
     threshold = max(STARTUP_FACTOR * tr.stall_after, PAUSE_MARGIN * max(tr.gaps, default=0.0))
     if quiet < threshold:
         return None
-    cached = tr.startup_judged
-    if cached is not None and cached[0] is job and cached[1] == tr.version:
-        judged = cached[2]  # nothing changed since the last poll: judged once per state, as _judged
-    else:
+    j = _judged(job)  # (judged once per state of the models, as the stall of a job with a rhythm)
+    if j.startup is None:
         procs = processes(job, tr.counted())
-        judged = None if not procs or all(p.done for p in procs) else (
-            procs, _single_out(procs, tr.stall_after / STALL_FACTOR))
-        tr.startup_judged = (job, tr.version, judged)
-    if judged is None:
+        j.startup = (procs, None if not procs or all(p.done for p in procs) else
+                     _single_out(procs, tr.stall_after / STALL_FACTOR))
+    procs, single = j.startup
+    if single is None:
         return None
-    procs, (why, suspects, reason, evidence) = judged
+    why, suspects, reason, evidence = single
     others = [p for p in procs if p not in suspects]
     return Stall(tr.last_progress, quiet, threshold, None, why, reason, suspects, others, evidence)
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from ..events import Event
 from ..model import JobModel
+from ..model.links import rank_list
 from .facts import _per_job, fmt_ms, global_rank, int_in, name_ranks, owner, plural, writer
 
 #: TORCH_DISTRIBUTED_DEBUG=DETAIL's check of every collective's fingerprint across ranks.
@@ -53,7 +54,7 @@ def named_by_torch(job: JobModel) -> list[Statement]:
 def _barrier(job: JobModel) -> list[Statement]:
     by_ranks: dict[tuple[int, ...], list[Event]] = defaultdict(list)
     for ev in job.by_kind("torch_barrier_missing"):
-        ranks = tuple(sorted({int(x) for x in re.findall(r"\d{1,7}", str(ev.get("ranks") or ""))}))
+        ranks = tuple(sorted(set(rank_list(str(ev.get("ranks") or "")))))
         if ranks:
             by_ranks[ranks].append(ev)
     out = []

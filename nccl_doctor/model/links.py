@@ -33,7 +33,8 @@ class _Union:
             self.parent[rb] = ra
 
 
-def _rank_list(value: object) -> list[int]:
+def rank_list(value: object) -> list[int]:
+    """The ranks a field lists: a list of ints, or every number in a text ('0,3', '[8, 9]', '1, 5')."""
     if isinstance(value, list):
         return [v for v in value if isinstance(v, int)]
     if isinstance(value, str):
@@ -48,7 +49,7 @@ def _link_local_to_global(events: list[Event], uf: _Union) -> None:
     maps: dict[str, dict[int, set[int]]] = defaultdict(lambda: defaultdict(set))
     for ev in events:
         if ev.kind == "elastic_rdzv":
-            local, glob = _rank_list(ev.get("local_ranks")), _rank_list(ev.get("global_ranks"))
+            local, glob = rank_list(ev.get("local_ranks")), rank_list(ev.get("global_ranks"))
             if local and len(local) == len(glob):
                 for lr, gr in zip(local, glob, strict=True):
                     maps[ev.file][lr].add(gr)
