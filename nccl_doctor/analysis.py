@@ -98,22 +98,38 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _scan_batch(files: list[InputFile], engine: str | None = None) -> list[FileScan]:
+def _scan_batch(files: list[InputFile], engine: str | None = None, documents: bool = False) -> list[FileScan]:
     sc = _scanner(engine)
+    sniff = document_head if documents else None
     with gc_paused():
-        return [sc.scan(f) for f in files]
+        return [sc.scan(f, sniff) for f in files]
+
+
+def document_head(head: bytes) -> bool:
+    """A file's first bytes may be a document's: a pickle (a flight-recorder dump) or an ncclras
+    JSON report. What ``_flight_recorder`` opens each file to look at, asked of the scan's first
+    chunk instead (see ``scan_documents``)."""
+    from .rasjson import looks_like
+
+    try:
+        from .flightrec.decode import sniff
+    except ImportError:  # (as _flight_recorder: no dump is read then)
+        return looks_like(head)
+    return sniff(head[:64]) == "pickle" or looks_like(head)
 
 
 def scan_files(files: list[InputFile], jobs: int | None = None, progress: Progress | None = None,
-               engine: str | None = None) -> list[FileScan]:
-    """Scan files, in parallel processes when the input is large; order of results = order of files."""
+               engine: str | None = None, documents: bool = False) -> list[FileScan]:
+    """Scan files, in parallel processes when the input is large; order of results = order of files.
+    ``documents``: a file that starts like a document is not scanned (``FileScan.document``)."""
     total = sum(f.size for f in files)
     jobs = jobs or os.cpu_count() or 1
     if jobs <= 1 or total < PARALLEL_MIN_BYTES or len(files) < 2 or any(f.real == "-" for f in files):
         out = []
         sc = _scanner(engine)
+        sniff = document_head if documents else None
         for i, f in enumerate(files):
-            out.append(sc.scan(f))
+            out.append(sc.scan(f, sniff))
             if progress:
                 progress(i + 1, len(files), f.path)
         return out
@@ -130,7 +146,7 @@ def scan_files(files: list[InputFile], jobs: int | None = None, progress: Progre
     if multiprocessing.get_start_method() == "fork":
         _scanner(engine)  # compiled once here: forked workers inherit it instead of each compiling its own
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futs = [(b, pool.submit(_scan_batch, [files[i] for i in b], engine)) for b in batches if b]
+        futs = [(b, pool.submit(_scan_batch, [files[i] for i in b], engine, documents)) for b in batches if b]
         for b, fut in futs:
             for i, scan in zip(b, fut.result(), strict=True):
                 results[i] = scan
@@ -154,10 +170,41 @@ def analyze(paths: Iterable[str] | str, *, select: Iterable[str] | None = None, 
     if not files and not skipped:
         raise InputError(f"nothing to analyse: no file in {', '.join(paths[:3]) or 'the paths given'}")
     with gc_paused():
-        dump_events, files, dump_skipped = _flight_recorder(files)
-        scans = scan_files(files, jobs=jobs, progress=progress, engine=engine)
+        dump_events, scans, dump_skipped = scan_documents(files, jobs=jobs, progress=progress, engine=engine)
         return analyze_scans(scans, skipped + dump_skipped, select=select, ignore=ignore,
                              min_severity=min_severity, extra_events=dump_events)
+
+
+def scan_documents(files: list[InputFile], jobs: int | None = None, progress: Progress | None = None,
+                   engine: str | None = None) -> tuple[list[Event], list[FileScan], list[Skipped]]:
+    """``_flight_recorder`` and ``scan_files`` in one pass over the files: (events of the documents,
+    scans of the logs in the order of ``files``, documents not read). A log is opened once: the scan
+    tells the files that start like a document, which are then read as ``_flight_recorder`` reads
+    them (a file it gives back as a log after all is scanned then)."""
+    named = {i for i, f in enumerate(files) if f.real != "-" and _dump_named(f.path)}
+    rest = [i for i in range(len(files)) if i not in named]
+    scanned = dict(zip(rest, scan_files([files[i] for i in rest], jobs=jobs, progress=progress, engine=engine,
+                                        documents=True), strict=True))
+    candidates = sorted(named | {i for i, s in scanned.items() if s.document})
+    if not candidates:
+        return [], list(scanned.values()), []
+    events, logs, skipped = _flight_recorder([files[i] for i in candidates])
+    back = {id(f) for f in logs}
+    sc = _scanner(engine)
+    for i in candidates:
+        if id(files[i]) in back:
+            scanned[i] = sc.scan(files[i])
+        else:
+            scanned.pop(i, None)
+    return events, [scanned[i] for i in sorted(scanned)], skipped
+
+
+def _dump_named(path: str) -> bool:
+    try:
+        from .flightrec import is_dump_name
+    except ImportError:
+        return False
+    return is_dump_name(path)
 
 
 def _flight_recorder(files: list[InputFile]) -> tuple[list[Event], list[InputFile], list[Skipped]]:

@@ -7,7 +7,11 @@ the scanner, the job model, the rules and the library's users.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
+
+#: The sort key of events in file and line order (a C call, not a Python lambda per event).
+by_place = attrgetter("file", "line")
 
 #: Evidence text is capped: enough to read, never a megabyte of hostile input.
 MAX_TEXT = 400

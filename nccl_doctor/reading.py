@@ -128,6 +128,11 @@ class _UpTo(_Wrapper):
 
 
 
+def is_plain(fp: BinaryIO) -> bool:
+    """The reader gives a plain file's own bytes (not decompressed, not stdin)."""
+    return isinstance(fp, _UpTo)
+
+
 def iter_chunks(fp: BinaryIO, chunk_size: int = CHUNK, max_line: int = MAX_LINE) -> Iterator[bytes]:
     """Yield chunks that end on a newline (the last one may not), each line at most ``max_line`` bytes.
 

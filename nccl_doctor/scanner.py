@@ -11,6 +11,7 @@ import os
 import re
 import time
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .discover import InputFile
@@ -18,13 +19,15 @@ from .eventcap import EventCap
 from .events import Event
 from .launchers import LauncherStripper, detect_modes, head_lines
 from .prefilter import HitLines, Prefilter
-from .reading import ReadIssue, clean_line, iter_chunks, looks_binary, open_binary
+from .reading import ReadIssue, clean_line, is_plain, iter_chunks, looks_binary, open_binary
 from .records import BLOCK_LITERALS, is_continuation, join_block, quotes_source, split_glued
 from .scan_events import make_event
 from .wrapped import SMALL_FILE, TerminalWrap, detect_width
 from .writers import last_lines
 
 TAIL_BYTES = 256 << 10
+#: The first bytes of a file that tell a document from a log (``Scanner.scan(f, documents=...)``).
+DOCUMENT_HEAD = 4096
 #: Repetitive line families, parsed only up to a cap per file (then counted, not parsed), plus
 #: the last one of the file: inter-node channel lines repeat per channel, peer and communicator
 #: (the first few tell the transport); NCCL_DEBUG_SUBSYS=COLL prints one line per collective
@@ -63,6 +66,9 @@ class FileScan:
     step_ts: array | None = None
     step_mmdd: list | None = None
     years: dict | None = None
+    #: The file's first bytes look like a document (a flight-recorder dump, an ncclras JSON report):
+    #: not scanned; the caller that asked (``scan(f, documents=...)``) reads it as one.
+    document: bool = False
     capper: EventCap | None = None  # while scanning only
 
     @property
@@ -91,7 +97,10 @@ class Scanner:
         self.prefilter = Prefilter(tuple(x for x in formats.literals if x not in repeat) + BLOCK_LITERALS,
                                    engine=engine)
 
-    def scan(self, f: InputFile) -> FileScan:
+    def scan(self, f: InputFile, documents: Callable[[bytes], bool] | None = None) -> FileScan:
+        """``documents``: told a plain file's first bytes; when it says they are a document's, the
+        scan stops there with ``document`` set (so that a caller reading documents apart opens
+        each file once)."""
         out = FileScan(path=f.path, size=f.size)
         out.capper = EventCap(out.events)
         try:
@@ -104,7 +113,7 @@ class Scanner:
                 out.mtime = os.stat(f.real).st_mtime if f.real != "-" else None
             except OSError:
                 out.mtime = None
-            self._scan_stream(fp, out)
+            self._scan_stream(fp, out, documents if is_plain(fp) else None)
         except ReadIssue as exc:
             out.issue = str(exc)
         except OSError as exc:
@@ -116,7 +125,7 @@ class Scanner:
                 fp.close()
         return out
 
-    def _scan_stream(self, fp, out: FileScan) -> None:
+    def _scan_stream(self, fp, out: FileScan, documents: Callable[[bytes], bool] | None = None) -> None:
         year = time.gmtime(out.mtime or time.time()).tm_year
         stripper: LauncherStripper | None = None
         wrap: TerminalWrap | None = None
@@ -125,6 +134,9 @@ class Scanner:
         try:
             for chunk in iter_chunks(fp):
                 if stripper is None:
+                    if documents is not None and documents(chunk[:DOCUMENT_HEAD]):
+                        out.document = True
+                        return
                     if looks_binary(chunk[:8192]):
                         out.skipped = "binary data, not a text log"
                         return

@@ -199,7 +199,10 @@ def chains(job: JobModel, window: int = 4) -> list[Chain]:
     out: list[Chain] = []
     open_chain: dict[tuple, Chain] = {}
     last_other: dict[tuple, Event] = {}
+    files = {e.file for e in job.by_kind("nccl_propagate")}  # a chain and what is above it are in one file
     for ev in job.events:  # sorted by file, line
+        if ev.file not in files:
+            continue
         key = (ev.file, ev.host, ev.pid, ev.get("tid"))
         if ev.kind != "nccl_propagate":
             open_chain.pop(key, None)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from ..events import Event
 from ..model import JobModel
-from .facts import int_in
+from .facts import _per_job, int_in
 
 # ---- network selection -------------------------------------------------------------------------------
 
@@ -92,7 +92,13 @@ def selected_ifaces(ev: Event) -> list[tuple[str, str | None]]:
     return pairs
 
 
+_NET_KINDS = frozenset(("nccl_bootstrap", "nccl_net_socket", "nccl_net_iface", "nccl_net_ib", "nccl_ib_none",
+                        "nccl_using_net", "nccl_channel_net"))
+
+
+@_per_job
 def host_networks(job: JobModel) -> dict[str | None, HostNet]:
+    """(Computed once per job: callers only read it.)"""
     nets: dict[str | None, HostNet] = {}
 
     def of(ev: Event) -> HostNet:
@@ -101,6 +107,8 @@ def host_networks(job: JobModel) -> dict[str | None, HostNet]:
 
     for ev in job.events:
         k = ev.kind
+        if k not in _NET_KINDS:
+            continue
         if k in ("nccl_bootstrap", "nccl_net_socket", "nccl_net_iface"):
             hn = of(ev)
             hn.selection.append(ev)

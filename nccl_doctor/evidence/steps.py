@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ..events import Event
+from ..events import Event, by_place
 from ..model import JobModel
 from .endings import endings
 from .facts import _per_job, plural
@@ -47,7 +47,7 @@ def step_outlier(job: JobModel) -> StepOutlier | None:
             if end.state is not None else []
         if len(steps) < 2:
             return None  # every rank must print its steps, or nothing can be compared
-        last[rank] = max(steps, key=lambda e: (e.file, e.line))
+        last[rank] = max(steps, key=by_place)
     counts = Counter(progress_key(e) for e in last.values())
     if len(counts) != 2:
         return None

@@ -16,8 +16,9 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from functools import lru_cache
 
-from ..events import Event
+from ..events import Event, by_place
 from .links import _Union, link_launcher_maps
 
 #: Only explicit words: "worker-1" or "node-3" in a file name is usually a host, not a rank.
@@ -49,8 +50,10 @@ _LOGDIR_SLOT = re.compile(r"^(?P<attempt>.*/attempt_\d{1,6})/(?P<local>\d{1,5})/
 _SELF_RANK = re.compile(r"(?<![\w-])(?:rank|RANK) ?[=:] ?(\d{1,7})(?![\d.])")
 
 
+@lru_cache(maxsize=1 << 16)
 def logdir_slot(path: str) -> tuple[str, int] | None:
-    """(the attempt folder, the local rank) of a file in torchrun's ``--log-dir`` tree, else None."""
+    """(the attempt folder, the local rank) of a file in torchrun's ``--log-dir`` tree, else None.
+    (Cached: asked once per event, of a few thousand paths.)"""
     m = _LOGDIR_SLOT.match(path.replace("\\", "/"))
     return (m.group("attempt"), int(m.group("local"))) if m else None
 
@@ -116,6 +119,25 @@ def _keys(ev: Event, file_has_labels: bool) -> list[tuple]:
     return keys
 
 
+_UNSHARED = object()
+
+
+def _unnamed_class(ev: Event):
+    """What ``_keys`` reads of an event that names no writer, beyond the writer signature: its
+    kind's class and a step line's own rank; ``_UNSHARED`` when ``_keys`` reads its text or sets a
+    field of it (a ``--log-dir`` file's local rank, old torch's ``[Rank N]``), so that it is worked
+    out alone."""
+    kind = ev.kind
+    if kind == "rank_world" or ev.fields.get("pg_rank") is not None or logdir_slot(ev.file) is not None:
+        return _UNSHARED
+    if kind in _ABOUT_WORKERS:
+        return "about"
+    if kind in ("train_step", "log_error"):
+        own = ev.fields.get("rank")
+        return ("own", own) if isinstance(own, int) else None
+    return None
+
+
 def _spawn_relayed(events: list[Event]) -> None:
     """torch.multiprocessing.spawn's parent names a failed child by its process index ("-- Process 2
     terminated with the following error:", "process 1 terminated with signal SIGKILL"), which the
@@ -168,9 +190,14 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
     for ev in events:
         sig = (ev.file, ev.host, ev.pid, ev.rank, ev.local_rank, ev.fields.get("launcher_pid"),
                ev.fields.get("launcher_ip"))
-        key0 = by_writer.get(sig)
+        named = ev.pid is not None or ev.rank is not None or ev.local_rank is not None
+        if not named:
+            # An event naming no writer: its keys follow from the same signature and what its kind
+            # reads (a step line's own rank), unless _keys sets a field of it (see _unnamed_class).
+            cls = _unnamed_class(ev)
+            sig = None if cls is _UNSHARED else (*sig, cls)
+        key0 = by_writer.get(sig) if sig is not None else None
         if key0 is None:
-            named = ev.pid is not None or ev.rank is not None or ev.local_rank is not None
             keys = _keys(ev, ev.file in file_labels)  # may set ev.rank (old torch's "[Rank N]")
             fp = file_procs.get(ev.file, ())
             if len(fp) == 1:  # a file written by one process: everything in it is that process
@@ -181,7 +208,7 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
             for k in keys[1:]:
                 uf.union(keys[0], k)
             key0 = keys[0]
-            if named:
+            if sig is not None:
                 by_writer[sig] = key0
         ev_key.append(key0)
 
@@ -265,7 +292,7 @@ def _merge_same_rank(procs: list[Proc]) -> list[Proc]:
                 target.rank_source = p.rank_source
             if target.local_rank is None:
                 target.local_rank = p.local_rank
-        target.events.sort(key=lambda e: (e.file, e.line))
+        target.events.sort(key=by_place)
     return [p for p in procs if id(p) not in dropped]
 
 

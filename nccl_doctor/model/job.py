@@ -10,7 +10,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..events import Event, LastLine
+from ..events import Event, LastLine, by_place
 from .identity import Proc, build_processes, logdir_slot
 
 #: Init stages in the order NCCL reaches them.
@@ -123,7 +123,7 @@ class JobModel:
         if len(kinds) == 1:
             return list(self.kind_index.get(kinds[0], ()))
         out = [e for k in dict.fromkeys(kinds) for e in self.kind_index.get(k, ())]
-        out.sort(key=lambda e: (e.file, e.line))
+        out.sort(key=by_place)
         return out
 
     def rank_of(self, ev: Event) -> RankState | None:
@@ -186,6 +186,10 @@ _VERSION_LINES = {"nccl": ("nccl_version", "version"), "nccl_cuda": ("nccl_versi
                   "torch": ("torch_version", "version")}
 
 
+_WORLD_KINDS = frozenset(("nccl_init", "nccl_topo", "torch_pg_options", "ds_mpi", "fr_dump", "rank_world", "elastic_cfe",
+                          "elastic_rdzv"))
+
+
 def world_size(events: list[Event]) -> int | None:
     """The job's world size from the strongest evidence available.
 
@@ -194,10 +198,11 @@ def world_size(events: list[Event]) -> int | None:
     """
     sizes: list[int] = []
     table = 0
-    folders_seen: set[str] = set()
     claims: dict[int, dict[int, set]] = defaultdict(lambda: defaultdict(set))
     for e in events:
         k = e.kind
+        if k not in _WORLD_KINDS:
+            continue
         if k in ("nccl_init", "nccl_topo") and isinstance(e.get("nranks"), int):
             if isinstance(e.get("rank"), int):
                 claims[e.get("nranks")][e.get("rank")].add(e.host)
@@ -210,11 +215,6 @@ def world_size(events: list[Event]) -> int | None:
             sizes.append(e.get("world_size"))
         elif k == "elastic_cfe" and isinstance(e.get("rank"), int):
             table = max(table, e.get("rank") + 1)  # torchrun's failure table: a lower bound
-        if e.file not in folders_seen:
-            folders_seen.add(e.file)
-            slot = logdir_slot(e.file)
-            if slot is not None:  # torchrun --log-dir: a folder per local rank, a lower bound too
-                table = max(table, slot[1] + 1)
         elif k == "elastic_rdzv":
             w = e.get("global_world_sizes")
             if isinstance(w, str) and w.strip("[] "):
@@ -222,6 +222,10 @@ def world_size(events: list[Event]) -> int | None:
                     sizes.append(int(w.strip("[] ").split(",")[0]))
                 except ValueError:
                     pass
+    for f in {e.file: None for e in events}:
+        slot = logdir_slot(f)
+        if slot is not None:  # torchrun --log-dir: a folder per local rank, a lower bound too
+            table = max(table, slot[1] + 1)
     for n, by_rank in claims.items():
         if all(len(hosts) <= 1 for hosts in by_rank.values()):
             sizes.append(n)
@@ -253,16 +257,18 @@ def build_job(events: list[Event], scans: list) -> JobModel:
         if r.host is None and r.rank is not None and r.rank in table_hosts:
             r.host = table_hosts[r.rank]  # the node whose launcher reported this rank's exit
     hosts = sorted(seen_hosts | {r.host for r in ranks if r.host} | set(table_hosts.values()))
-    job = JobModel(ranks=ranks, events=sorted(events, key=lambda e: (e.file, e.line)), ranks_expected=world,
+    job = JobModel(ranks=ranks, events=sorted(events, key=by_place), ranks_expected=world,
                    hosts=hosts, rank_hosts={**table_hosts, **{r.rank: r.host for r in ranks if r.rank is not None and r.host}}, files=[s.path for s in scans], last_lines=last_by_file,
                    quiet={s.path: s.quiet for s in scans if getattr(s, "quiet", None)})
     if scans and all(getattr(s, "step_ts", None) is not None for s in scans):
         job.step_times = sorted(t for s in scans for t in s.step_ts if t == t)  # t != t: NaN, no time
-    job.index = {id(e): r for r in ranks for e in r.events}
+    job.index = {}
     for r in ranks:
-        for e in r.events:
-            if e.rank is None and r.rank is not None:
-                e.rank = r.rank
+        job.index.update(dict.fromkeys(map(id, r.events), r))
+        if r.rank is not None:
+            for e in r.events:
+                if e.rank is None:
+                    e.rank = r.rank
     return job
 
 
@@ -277,26 +283,28 @@ def _launcher_rank_hosts(events: list[Event]) -> dict[int, str]:
 
 
 def _rank_state(p: Proc, last_by_file: dict[str, dict]) -> RankState:
-    evs = sorted(p.events, key=lambda e: (e.file, e.line))
+    evs = sorted(p.events, key=by_place)
     st = RankState(rank=p.rank, host=p.host, pid=p.pid, cuda_dev=p.cuda_dev, local_rank=p.local_rank,
                    rank_source=p.rank_source, files=sorted(p.files), events=evs)
     best = 0
     for e in evs:
         k = e.kind
-        s = _STAGE_OF.get(k)
         if k == "nccl_init":
             what, phase = e.get("what"), e.get("phase")
             if what == "Init" and phase == "START":
-                s = "init_start"
+                i = _INIT_START
             elif what == "Init" and phase in ("COMPLETE", None):
-                s = "init_complete"
-            elif what in ("Destroy", "Abort") and phase == "COMPLETE":
-                s = "finished" if what == "Destroy" else None
-        if k in ("torch_wd_timeout", "torch_wd_status", "torch_exception_hit") or k in ERROR_KINDS:
-            s = s or None
-        if s is not None and stage_index(s) > best:
-            best = stage_index(s)
-        _progress(st, e)
+                i = _INIT_COMPLETE
+            elif what == "Destroy" and phase == "COMPLETE":
+                i = _FINISHED
+            else:
+                i = 0
+        else:
+            i = _STAGE_INDEX.get(k, 0)
+        if i > best:
+            best = i
+        if k in _PROGRESS_KINDS:
+            _progress(st, e)
     st.stage = STAGES[best]
     st.last_line = _last_line(p, last_by_file)
     _reconcile_unnamed_pg(st)
@@ -328,6 +336,15 @@ def _reconcile_across_ranks(ranks: list[RankState]) -> None:
         seq = r.last_seq.pop(UNNAMED_PG, None)
         if seq is not None:
             r.last_seq.setdefault(named.get(seq, "default"), seq)
+
+
+_STAGE_INDEX = {k: stage_index(s) for k, s in _STAGE_OF.items()}
+_INIT_START, _INIT_COMPLETE, _FINISHED = (stage_index(s) for s in ("init_start", "init_complete", "finished"))
+#: The kinds _progress reads (every other kind leaves a rank's progress as it is).
+_PROGRESS_KINDS = frozenset({
+    "torch_wd_timeout", "torch_wd_status", "torch_work_update", "fr_pg", *TIMEOUT_KINDS, *ERROR_KINDS, "train_step",
+    "nccl_version", "torch_version", "torch_nccl_error", "nccl_env", "nccl_bootstrap", "nccl_net_socket",
+    "nccl_net_iface", "nccl_net_ib", "nccl_using_net", "nccl_ib_none"})
 
 
 def _progress(st: RankState, e: Event) -> None:

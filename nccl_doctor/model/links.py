@@ -87,8 +87,10 @@ def _link_log_folders(events: list[Event], uf: _Union) -> None:
     a node other ranks, and the table tells the last one."""
     by_host: dict[str, dict[int, set[int]]] = defaultdict(lambda: defaultdict(set))
     for ev in events:
+        if ev.kind != "elastic_cfe":
+            continue
         host, rank, local = ev.get("host"), ev.get("rank"), ev.get("local_rank")
-        if ev.kind == "elastic_cfe" and host and isinstance(rank, int) and isinstance(local, int):
+        if host and isinstance(rank, int) and isinstance(local, int):
             by_host[str(host)][local].add(rank)
             by_host[str(host).split(".", 1)[0]][local].add(rank)
     if not by_host:

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from itertools import groupby
+from operator import attrgetter
 
-from ..events import Event
+from ..events import Event, by_place
 from ..evidence.facts import Failure, classify, first_failure, first_ts
 from ..evidence.launcher_facts import (
     attempt_in_path,
@@ -84,6 +86,10 @@ def _marker_generation(ev: Event, current: int, numbered_job: bool) -> int | Non
     return None
 
 
+#: The kinds that start a generation, or whose line tells one ended.
+_GENERATION_KINDS = ("elastic_restart", "elastic_rdzv", "elastic_attempt", "elastic_failed", "elastic_group_failed")
+
+
 def segment_restarts(job: JobModel) -> Restarts:
     """Assign every event to a restart generation.
 
@@ -92,14 +98,21 @@ def segment_restarts(job: JobModel) -> Restarts:
     the markers' times when both are known; otherwise it stays in generation 0.
     """
     out = Restarts()
-    by_file: dict[str, list[Event]] = defaultdict(list)
-    for ev in job.events:
-        by_file[ev.file].append(ev)
     unmarked: list[list[Event]] = []
     marker_times: list[tuple[float, int]] = []
     numbered_job = any(_numbered(e) for e in job.by_kind("elastic_restart", "elastic_rdzv", "elastic_attempt"))
+    # Files with no line that can start or end a generation: every event is of generation 0 (which
+    # gen_of leaves out: it is what every reader defaults to), and the file is unmarked.
+    eventful = {e.file for e in job.by_kind(*_GENERATION_KINDS)}
+    by_file: dict[str, list[Event]] = {}
+    for path, group in groupby(job.events, key=attrgetter("file")):  # (runs of one file: C calls)
+        by_file.setdefault(path, []).extend(group)
     for path, events in by_file.items():
         gen = attempt_in_path(path) or 0
+        if not gen and path not in eventful:
+            if attempt_in_path(path) is None:
+                unmarked.append(events)
+            continue
         has_marker = False
         agent_failed = False  # a worker failure the agent reported, with no "will restart" line after it
         for i, ev in enumerate(events):
@@ -235,7 +248,7 @@ def check(job: JobModel, rule: Rule) -> list:
     if not rs.markers:
         return _group_failed_only(job, rule, rs)
     restart_text = _describe_restart(rs)
-    first_marker = min(rs.markers, key=lambda e: (e.file, e.line))
+    first_marker = min(rs.markers, key=by_place)
     failed = _trigger(job, rs)
     trigger = failed.events[0] if failed is not None else None
     restart_text += _why(failed)

@@ -11,7 +11,7 @@ Not a fault: a scale-in (host blacklisted, a worker exits) after which training 
 
 from __future__ import annotations
 
-from ..events import Event
+from ..events import Event, by_place
 from ..evidence.facts import first_ts
 from ..evidence.launcher_facts import ints_in, progress_after, ranks_text
 from ..evidence.nccl_facts import int_in, ranks_hosts
@@ -72,7 +72,7 @@ def check(job: JobModel, rule: Rule) -> list:
 
     if not (hosts or counts_text):
         return []
-    last = max(shrink_events + exits, key=lambda e: (e.file, e.line))
+    last = max(shrink_events + exits, key=by_place)
     shrunk = ", ".join(b for b in (f"host{'s' if len(hosts) > 1 else ''} {', '.join(hosts)} blacklisted"
                                    if hosts else "", counts_text) if b)
     after = progress_after(job, last)
@@ -118,7 +118,7 @@ def _stall(job: JobModel, rule: Rule, stall_lines: list[Event], notices: list[Ev
     missing = _missing_ranks(stall_lines)
     reporters = sorted({e.rank for e in stall_lines + notices if e.rank is not None} - set(missing))
     tensors = sorted({str(e.get("tensor")) for e in stall_lines if e.get("tensor")})
-    last = max(stall_lines + notices, key=lambda e: (e.file, e.line))
+    last = max(stall_lines + notices, key=by_place)
     evidence = shrink_events + notices[:1] + stall_lines[:4]
     who = ranks_text(missing, none="some ranks")
     waiting = f" while {ranks_text(reporters)} waited" if reporters else ""
