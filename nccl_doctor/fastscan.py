@@ -69,8 +69,24 @@ class FastScanner(Scanner):
         self._runs: dict = {}
         self._gates: dict = {}
         self._blind_heads = {name: all(digit_blind(rx) for rx, _g in heads) for name, heads in fs._heads.items()}
+        if self.prefilter.engine == "hyperscan":
+            self.match_record = self._match_record
+        self._repeat_literals = tuple(lit.decode() for lit in REPEAT_CAPS)
         self._digit_literals = tuple(lit.translate(DIGIT_SHAPE) for lit in self.prefilter.literals
                                      if any(0x30 <= c <= 0x39 for c in lit))
+
+    def _match_record(self, record: str, hits: frozenset | None = None) -> tuple[str, dict] | None:
+        """``FormatSet.match`` of a record whose literals the caller does not know (a block or
+        wrapped record joined from several lines, a head line): they are found by one Hyperscan
+        call over the record instead of a literal scan over its digit shape (two regex passes,
+        the costliest part of a long C++ stack line). The answer is the same: FormatSet.match
+        checks every candidate's literal in the record either way."""
+        if hits is None:
+            hits = self.prefilter.literals_in(record.encode("utf-8", "surrogatepass"))
+            repeat = [lit for lit in self._repeat_literals if lit in record]
+            if repeat:  # (not in the prefilter: see Scanner.__init__)
+                hits = hits.union(repeat)
+        return self._match(record, hits)
 
     def _candidate_spans(self, chunk: bytes, base_line: int, out: FileScan) -> list:
         """As the general path's, but the lines of the repetitive families get their literal sets

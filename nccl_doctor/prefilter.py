@@ -75,15 +75,16 @@ class Prefilter:
         None when the engine does not report every literal (the ``re`` trie)."""
         if self._hs is None:
             return None
-        hits: list[tuple[int, int]] = []
-        append = hits.append
+        return HitLines(chunk, self._hs, self._literal_set, extra or [])
 
-        def on_match(lit_id: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
-            append((to, lit_id))
-
-        self._hs.scan(chunk, match_event_handler=on_match)
-        hits.sort()
-        return HitLines(chunk, hits, self._literal_set, extra or [])
+    def literals_in(self, data: bytes) -> frozenset[str] | None:
+        """Every literal that occurs in ``data`` (one short buffer: a record), or None when the
+        engine does not report them all (the ``re`` trie)."""
+        if self._hs is None:
+            return None
+        ids: list[int] = []
+        self._hs.scan(data, match_event_handler=lambda lit_id, _f, _t, _fl, _c: ids.append(lit_id))
+        return self._literal_set(ids)
 
     def _literal_set(self, ids: list[int]) -> frozenset[str]:
         """The literals of these ids, one shared frozenset per distinct set (lines repeat theirs)."""
@@ -112,40 +113,84 @@ def _hyperscan_db(literals: tuple[bytes, ...]):
 
 
 _TO = itemgetter(0)
+#: Bytes of the first window HitLines scans, and after a run of lines taken in one go; the window
+#: doubles while no such run comes, up to WINDOW_MAX.
+WINDOW_MIN = 16 << 10
+WINDOW_MAX = 1 << 20
+
+
+class _Found(Exception):
+    """Ends a scan at its first hit (see HitLines.__bool__)."""
 
 
 class HitLines:
-    """A chunk's candidate lines (start, end, literals), in order, grouped from Hyperscan's hits
-    only when the caller reaches them: the caller sets ``floor`` to the newline ending the last line
-    it consumed (a run of lines taken in one go), and the hits of the lines up to there are passed
-    over by a bisection instead of being grouped line by line. ``extra``: more (start, end,
-    literals) lines in order, merged in (a line in both gets the union of its literals). The lines
-    yielded are those of ``Prefilter.lines`` merged with ``extra``, but for lines at or before the
-    floor, which the caller skips anyway."""
+    """A chunk's candidate lines (start, end, literals), in order, found as the caller reaches them:
+    Hyperscan scans the chunk a window of whole lines at a time, and the caller sets ``floor`` to the
+    newline ending the last line it consumed (a run of lines taken in one go, see fastscan), from
+    where the next window starts. The lines of a run are thus never scanned, nor their literals
+    grouped (a step line per training step holds one hit or two: a callback into Python each).
+    ``extra``: more (start, end, literals) lines in order, merged in (a line in both gets the union
+    of its literals). The lines yielded are those of ``Prefilter.lines`` merged with ``extra``, but
+    for lines at or before the floor, which the caller skips anyway. Literals hold no newline, so a
+    window of whole lines finds every literal of its lines."""
 
-    __slots__ = ("chunk", "extra", "floor", "hits", "literal_set")
+    __slots__ = ("chunk", "db", "extra", "floor", "literal_set")
 
-    def __init__(self, chunk: bytes, hits: list[tuple[int, int]], literal_set, extra: list):
-        self.chunk, self.hits, self.literal_set, self.extra = chunk, hits, literal_set, extra
+    def __init__(self, chunk: bytes, db, literal_set, extra: list):
+        self.chunk, self.db, self.literal_set, self.extra = chunk, db, literal_set, extra
         self.floor = -1
 
     def __bool__(self) -> bool:
-        return bool(self.hits or self.extra)
+        if self.extra:
+            return True
+
+        def found(*_args) -> bool:
+            raise _Found
+
+        try:
+            self.db.scan(self.chunk, match_event_handler=found)
+        except _Found:
+            return True
+        return False
+
+    def _window(self, start: int, end: int) -> list[tuple[int, int]]:
+        """(end of the hit in the chunk, literal id) of the literals in chunk[start:end], sorted."""
+        hits: list[tuple[int, int]] = []
+        append = hits.append
+
+        def on_match(lit_id: int, _from: int, to: int, _flags: int, _ctx: object) -> None:
+            append((start + to, lit_id))
+
+        self.db.scan(memoryview(self.chunk)[start:end], match_event_handler=on_match)
+        hits.sort()
+        return hits
 
     def __iter__(self) -> Iterator[tuple[int, int, frozenset[str]]]:
-        chunk, hits, extra, literal_set = self.chunk, self.hits, self.extra, self.literal_set
+        chunk, extra, literal_set = self.chunk, self.extra, self.literal_set
         find, rfind = chunk.find, chunk.rfind
-        n, n_h, n_x = len(chunk), len(hits), len(extra)
-        i = j = 0
+        n, n_x = len(chunk), len(extra)
+        hits: list[tuple[int, int]] = []
+        n_h = i = j = 0
+        scanned = 0  # the chunk is scanned up to here (a line start)
+        size = WINDOW_MIN // 2  # (doubled before the first window)
         while True:
             floor = self.floor
             if i < n_h and hits[i][0] <= floor:  # a hit ending by the floor lies in a consumed line
                 i = bisect_right(hits, floor, lo=i, key=_TO)
             if i >= n_h:
-                while j < n_x:
-                    yield extra[j]
-                    j += 1
-                return
+                start = max(scanned, floor + 1)
+                if start >= n:
+                    while j < n_x:
+                        yield extra[j]
+                        j += 1
+                    return
+                # a run took lines past the window: small windows again, else larger ones
+                size = WINDOW_MIN if floor >= scanned else min(size * 2, WINDOW_MAX)
+                end = find(b"\n", min(start + size, n) - 1)
+                scanned = n if end < 0 else end + 1
+                hits = self._window(start, scanned)
+                n_h, i = len(hits), 0
+                continue
             to = hits[i][0]
             s = rfind(b"\n", 0, to - 1) + 1
             e = find(b"\n", to - 1)

@@ -96,6 +96,9 @@ class Scanner:
         repeat = {lit.decode() for lit in REPEAT_CAPS}
         self.prefilter = Prefilter(tuple(x for x in formats.literals if x not in repeat) + BLOCK_LITERALS,
                                    engine=engine)
+        #: How a record (a line's, or one joined from several lines) is matched: (record, the
+        #: literals it holds or None) -> (kind, fields) or None.
+        self.match_record = formats.match
 
     def scan(self, f: InputFile, documents: Callable[[bytes], bool] | None = None) -> FileScan:
         """``documents``: told a plain file's first bytes; when it says they are a document's, the
@@ -144,7 +147,7 @@ class Scanner:
                     modes = detect_modes(head)
                     out.modes = tuple(sorted(modes))
                     stripper = LauncherStripper(modes)
-                    width = detect_width(head, stripper.strip, self.formats.match, small=out.size <= SMALL_FILE)
+                    width = detect_width(head, stripper.strip, self.match_record, small=out.size <= SMALL_FILE)
                     wrap = TerminalWrap(width) if width else None
                 out.bytes += len(chunk)
                 self._scan_chunk(chunk, base_line, stripper, year, out, wrap)
@@ -243,7 +246,7 @@ class Scanner:
         events; return the position of the newline ending the last line consumed."""
         cur.pos = e
         stripper = cur.stripper
-        match = self.formats.match
+        match = self.match_record
         text = clean_line(raw)
         if hits is not None and _CONTROL.search(raw) is not None:
             hits = None  # cleaning removed bytes, which can join text into a new literal
@@ -274,7 +277,7 @@ class Scanner:
         lines they took, which the candidate loop then skips."""
         taken: set[int] = set()
         line_no, counted = base_line + 1, 0
-        for j in wrap.join(chunk, clean_line, stripper.strip, self.formats.match):
+        for j in wrap.join(chunk, clean_line, stripper.strip, self.match_record):
             line_no += chunk.count(b"\n", counted, j.start)
             counted = j.start
             taken.update(j.starts)
@@ -375,7 +378,7 @@ class Scanner:
         for line_no, raw in sorted(out.last_repeat.values()):
             for rec in split_glued(clean_line(raw)):
                 lf, rest = stripper.strip(rec)
-                m = self.formats.match(rest)
+                m = self.match_record(rest)
                 if m is not None:
                     out.add(make_event(m[0], m[1], lf, out.path, line_no, rest, year))
         out.last_repeat.clear()

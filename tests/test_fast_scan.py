@@ -126,3 +126,22 @@ def test_fast_path_without_hyperscan_hits_is_the_general_path():
     a = _scan_bytes(Scanner(engine="re"), data)
     b = _scan_bytes(FastScanner(engine="re"), data)
     assert a.events == b.events and a.events
+
+
+def test_records_matched_from_their_literals_as_from_their_shape():
+    """A record the scan joins or looks at whole (a block, a wrapped record, a head line) is matched
+    with the literals Hyperscan finds in it instead of a literal scan of its digit shape: the same
+    answer on every line of the real excerpts and real runs, and on every two lines joined."""
+    shape_match = FAST.formats.match
+    assert FAST.match_record != shape_match  # (the fast scanner's own: else this tests nothing)
+    n = 0
+    for folder in ("real", "realruns"):
+        for path in sorted((ROOT / "fixtures" / folder).rglob("*")):
+            if not path.is_file() or path.suffix in (".json", ".md", ".py") or path.stat().st_size > 4 << 20:
+                continue
+            lines = path.read_bytes().decode("utf-8", "replace").splitlines()[:4000]
+            for a, b in zip(lines, [*lines[1:], ""], strict=False):
+                for rec in (a, a + " " + b.strip()):
+                    assert FAST.match_record(rec) == shape_match(rec), (path.name, rec)
+                    n += 1
+    assert n > 20_000

@@ -91,16 +91,58 @@ def test_lazy_hit_lines_are_the_lines_merged_with_the_extra_ones(parts, floors):
         merged[(s, e)] = merged.get((s, e), frozenset()) | own
     expect = sorted((s, e, hits) for (s, e), hits in merged.items())
     assert list(pf.hit_lines(buf, extra)) == expect
-    def walk(lines, set_floor) -> list:  # the scan's loop: skip what it consumed, then move the floor
-        got, floor, moves = [], -1, list(floors)
-        for s, e, hits in lines:
-            if s <= floor:
-                continue
-            got.append((s, e, hits))
-            if moves:
-                floor = max(floor, e + moves.pop(0))
-                set_floor(floor)
-        return got
-
     lazy = pf.hit_lines(buf, extra)
-    assert walk(lazy, lambda f: setattr(lazy, "floor", f)) == walk(expect, lambda f: None)
+    assert walk(lazy, floors, lambda f: setattr(lazy, "floor", f)) == walk(expect, floors, lambda f: None)
+
+
+def walk(lines, floors: list[int], set_floor) -> list:
+    """The scan's loop: skip what it consumed, then move the floor past the line by ``floors``."""
+    got, floor, moves = [], -1, list(floors)
+    for s, e, hits in lines:
+        if s <= floor:
+            continue
+        got.append((s, e, hits))
+        if moves:
+            floor = max(floor, e + moves.pop(0))
+            set_floor(floor)
+    return got
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["x", "NCCL ", "WARN", "Init", " COMPLETE", "ab", "c", "d", "-> ", "\n", "Q"]),
+                max_size=80),
+       st.lists(st.integers(0, 80), max_size=6), st.integers(1, 24))
+def test_hit_lines_scanned_a_window_at_a_time_are_the_same(parts, floors, window):
+    """Hyperscan scans a chunk a window of whole lines at a time (prefilter.WINDOW_MIN, doubling to
+    WINDOW_MAX), from the floor on when the caller took lines past the window: windows of a few
+    bytes give the lines and literals of the naive definition, and with the floor moved, the same
+    but for the lines the caller took."""
+    import nccl_doctor.prefilter as prefilter
+
+    try:
+        pf = Prefilter(LITS, engine="hyperscan")
+    except RuntimeError:
+        pytest.skip("no hyperscan wheel here")
+    buf = "".join(parts).encode()
+    expect = [(s, e, frozenset(lit for lit in LITS if lit.encode() in buf[s:e])) for s, e in naive(buf, LITS)]
+    old = prefilter.WINDOW_MIN, prefilter.WINDOW_MAX
+    prefilter.WINDOW_MIN, prefilter.WINDOW_MAX = window, window * 4
+    try:
+        assert list(pf.hit_lines(buf)) == expect
+        assert bool(pf.hit_lines(buf)) == bool(expect)
+        lazy = pf.hit_lines(buf)
+        got = walk(lazy, floors, lambda f: setattr(lazy, "floor", f))
+    finally:
+        prefilter.WINDOW_MIN, prefilter.WINDOW_MAX = old
+    assert got == walk(expect, floors, lambda f: None)
+
+
+@given(st.lists(st.sampled_from(["x", "NCCL ", "WARN", "Init", " COMPLETE", "ab", "c", "-> ", "é", "\n"]), max_size=40))
+def test_literals_in_a_record_are_exactly_those_it_holds(parts):
+    try:
+        pf = Prefilter(LITS, engine="hyperscan")
+    except RuntimeError:
+        pytest.skip("no hyperscan wheel here")
+    record = "".join(parts).encode()
+    assert pf.literals_in(record) == {lit for lit in LITS if lit.encode() in record}
+    assert Prefilter(LITS, engine="re").literals_in(record) is None  # the trie finds one per line only
