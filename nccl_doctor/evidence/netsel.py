@@ -14,6 +14,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from ..events import Event
 from ..model import JobModel
@@ -51,8 +52,16 @@ def suspicious_iface(name: object) -> bool:
 
 
 def suspicious_addr(addr: object) -> bool:
-    ip = ip_of(addr)
-    if ip is None:
+    a = bare_addr(addr)
+    return _suspicious_bare(a) if a else False
+
+
+@lru_cache(maxsize=1 << 14)
+def _suspicious_bare(a: str) -> bool:
+    """(Cached: every rank of a host names its address, and parsing one costs more than the rest.)"""
+    try:
+        ip = ipaddress.ip_address(a)
+    except ValueError:
         return False
     return ip.is_loopback or any(ip in n for n in _SUSPICIOUS_NETS if ip.version == n.version)
 

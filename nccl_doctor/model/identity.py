@@ -14,7 +14,7 @@ applies the process keeps no rank: we never guess.
 from __future__ import annotations
 
 import re
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -296,18 +296,32 @@ def _merge_same_rank(procs: list[Proc]) -> list[Proc]:
     return [p for p in procs if id(p) not in dropped]
 
 
+def _most_common(counts: dict):
+    """The value seen most often, the first seen among equals (as Counter.most_common(1)); None."""
+    return max(counts, key=counts.__getitem__) if counts else None
+
+
 def _fill_identity(p: Proc, world: int | None, shared: set[str]) -> None:
-    hosts = Counter(e.host for e in p.events if e.host)
-    p.host = hosts.most_common(1)[0][0] if hosts else None
-    pids = Counter(e.pid for e in p.events if e.pid is not None)
-    p.pid = pids.most_common(1)[0][0] if pids else None
-    devs = Counter(e.cuda_dev for e in p.events if e.cuda_dev is not None and e.kind.startswith("nccl_"))
-    p.cuda_dev = devs.most_common(1)[0][0] if devs else None
-    lrs = Counter(e.local_rank for e in p.events if e.local_rank is not None)
-    p.local_rank = lrs.most_common(1)[0][0] if lrs else None
-    launcher = Counter(e.rank for e in p.events if e.rank is not None)
+    hosts: dict = {}
+    pids: dict = {}
+    devs: dict = {}
+    lrs: dict = {}
+    launcher: dict = {}
+    for e in p.events:  # (one pass: a process has hundreds of events, a job thousands of processes)
+        if e.host:
+            hosts[e.host] = hosts.get(e.host, 0) + 1
+        if e.pid is not None:
+            pids[e.pid] = pids.get(e.pid, 0) + 1
+        if e.cuda_dev is not None and e.kind.startswith("nccl_"):
+            devs[e.cuda_dev] = devs.get(e.cuda_dev, 0) + 1
+        if e.local_rank is not None:
+            lrs[e.local_rank] = lrs.get(e.local_rank, 0) + 1
+        if e.rank is not None:
+            launcher[e.rank] = launcher.get(e.rank, 0) + 1
+    p.host, p.pid, p.cuda_dev, p.local_rank = (_most_common(hosts), _most_common(pids), _most_common(devs),
+                                               _most_common(lrs))
     if launcher:
-        p.rank, p.rank_source = launcher.most_common(1)[0][0], "launcher"
+        p.rank, p.rank_source = _most_common(launcher), "launcher"
         if all(e.kind.startswith("fr_") for e in p.events if e.rank is not None):
             p.rank_source = "flight recorder"  # only dumps name it (nccl_trace_rank_<N>): no log line does
             return
