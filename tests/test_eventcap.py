@@ -31,7 +31,7 @@ def _capped(events: list[Event]) -> tuple[list[Event], EventCap]:
 
 
 def test_short_streams_are_untouched():
-    events = [_step(i, i) for i in range(1, 65)] + [_other(100)]
+    events = [_step(i, i) for i in range(1, sum(eventcap.DENSE["train_step"]) + 1)] + [_other(100)]
     kept, _ = _capped(events)
     assert kept == events
 
@@ -54,7 +54,8 @@ def test_streams_are_per_writer():
     kept, _ = _capped(events)
     for r in (0, 1):
         steps = [e.fields["step"] for e in kept if e.rank == r]
-        assert steps[:32] == list(range(32)) and steps[-32:] == list(range(168, 200))
+        first, last = eventcap.DENSE["train_step"]
+        assert steps[:first] == list(range(first)) and steps[-last:] == list(range(200 - last, 200))
 
 
 def test_every_step_time_is_counted_and_the_latest_lines_kept():
@@ -73,7 +74,7 @@ def test_years_count_every_dated_event():
 
 @pytest.fixture(scope="module")
 def dense_jobs(tmp_path_factory):
-    """Jobs whose ranks print about 100 step lines each: over the cap of 64 per stream."""
+    """Jobs whose ranks print about 100 step lines each: over the cap per stream."""
     from generator import generate_job
 
     out = tmp_path_factory.mktemp("dense")

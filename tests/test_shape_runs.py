@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nccl_doctor import eventcap
-from nccl_doctor.eventcap import EventCap
+from nccl_doctor.eventcap import DENSE, EventCap
 from nccl_doctor.fastscan import FastScanner
 from nccl_doctor.scanner import FileScan, Scanner
 
@@ -72,16 +72,18 @@ def test_a_run_keeps_the_first_and_last_steps_and_makes_no_event_of_the_others()
     data = "".join(_step(n) + "\n" for n in range(1, 301)).encode()
     scan, fast = _both(data)
     assert scan.parsed - HEAD_PARSED == 300 and scan.lines == 303
-    assert _steps_kept(scan) == list(range(1, 33)) + list(range(269, 301))
+    first, last = DENSE["train_step"]
+    assert _steps_kept(scan) == list(range(1, first + 1)) + list(range(301 - last, 301))
     assert [e.line for e in scan.events][-1] == 303
-    assert fast.plain < 100  # 64 kept, plus the first line of each digit shape (1-9, 10-99, 100-300)
+    assert fast.plain < first + last + 36  # those kept, plus the first line of each digit shape (1-9, 10-99, 100-300)
 
 
 def test_a_counter_going_down_inside_a_run_keeps_both_sides():
     data = "".join(_step(n) + "\n" for n in [*range(100, 201), *range(150, 251)]).encode()
     scan, _ = _both(data)
-    # first 32; the peak (200) and where it went down to (150); the last 32 (219..250)
-    assert _steps_kept(scan) == [*range(100, 132), 200, 150, *range(219, 251)]
+    first, last = DENSE["train_step"]
+    # the first ones; the peak (200) and where it went down to (150); the last ones (..250)
+    assert _steps_kept(scan) == [*range(100, 100 + first), 200, 150, *range(251 - last, 251)]
 
 
 def test_another_event_inside_steps_keeps_the_step_before_and_after_it():
@@ -89,8 +91,9 @@ def test_another_event_inside_steps_keeps_the_step_before_and_after_it():
     lines = [_step(n) for n in range(100, 201)] + [warn] + [_step(n) for n in range(201, 301)]
     scan, _ = _both(("\n".join(lines)).encode())  # (no newline at the end of the file)
     kinds = [e.kind for e in scan.events]
-    assert kinds.count("train_step") == 32 + 2 + 32 and kinds.count("nccl_ib_async") == 1
-    assert _steps_kept(scan) == [*range(100, 132), 200, 201, *range(269, 301)]
+    first, last = DENSE["train_step"]
+    assert kinds.count("train_step") == first + 2 + last and kinds.count("nccl_ib_async") == 1
+    assert _steps_kept(scan) == [*range(100, 100 + first), 200, 201, *range(301 - last, 301)]
     assert scan.parsed - HEAD_PARSED == 202
 
 
@@ -104,7 +107,7 @@ def test_timed_or_labelled_step_lines_take_no_run_and_lose_nothing():
     labelled = "".join(f"[rank{n % 2}]:{_step(n)}\n" for n in range(100, 400)).encode()
     scan, _ = _both(labelled)
     ranks = [e.rank for e in scan.events if e.kind == "train_step"]
-    assert ranks.count(0) == ranks.count(1) == 64  # 150 steps each: the first and last 32 of each
+    assert ranks.count(0) == ranks.count(1) == sum(DENSE["train_step"])  # 150 steps each: first and last of each
 
 
 STEP_FORMATS = [
