@@ -111,7 +111,7 @@ def _signalled_agents(job: JobModel) -> list[Failure]:
 @_per_job
 def _agent_signals(job: JobModel) -> tuple[set[str], dict[str, list[Event]]]:
     """(every torchrun agent of the job, by host or file; the agents that got a death signal -> those lines)."""
-    agents = {file_host(job, e.file) or e.file for e in job.events if e.kind.startswith("elastic_")}
+    agents = {file_host(job, e.file) or e.file for k in job.kinds("elastic_") for e in job.by_kind(k)}
     hit: dict[str, list[Event]] = defaultdict(list)
     for e in job.by_kind("elastic_death_signal"):
         hit[file_host(job, e.file) or e.file].append(e)
@@ -134,9 +134,10 @@ def stopped_from_outside(job: JobModel) -> list[Event]:
 def _file_hosts(job: JobModel) -> dict[str, set[str]]:
     """file -> hosts named by its NCCL line prefixes (host:pid:tid)."""
     out: dict[str, set[str]] = defaultdict(set)
-    for e in job.events:
-        if e.host and e.kind.startswith("nccl_"):
-            out[e.file].add(e.host)
+    for k in job.kinds("nccl_"):
+        for e in job.by_kind(k):
+            if e.host:
+                out[e.file].add(e.host)
     return out
 
 

@@ -115,6 +115,11 @@ class JobModel:
     #: Files keep only some of their step events (scanner caps, see eventcap); the times are all here.
     step_times: list[float] | None = None
 
+    def kinds(self, prefix: str = "") -> list[str]:
+        """The kinds of the job's events (those starting with ``prefix``), in order of first event."""
+        self.by_kind()  # (builds the index)
+        return [k for k in self.kind_index if k.startswith(prefix)]
+
     def by_kind(self, *kinds: str) -> list[Event]:
         """Events of these kinds in file/line order (indexed once: rules ask many times)."""
         if not self.kind_index and self.events:
