@@ -65,6 +65,9 @@ class Finding:
     #: advertised docker0, not the ranks that failed to connect to it). Used by the verdict.
     blame_ranks: list[int] = field(default_factory=list)
     blame_hosts: list[str] = field(default_factory=list)
+    #: Who it names when that is no rank or host ("a node that --nnodes expects", "the next
+    #: rendezvous round"): the verdict's headline says it.
+    subject: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {

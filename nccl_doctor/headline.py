@@ -90,8 +90,8 @@ def _who(lead: Finding | None, ranks: list[int], hosts: list[str], host_limit: i
         return f"{name} ({where})" if where else name
     if hosts:
         return f"a process on {where}" if lead is not None and len(hosts) == 1 else where
-    if lead is not None and lead.rule == "RK2" and " is missing" in lead.summary:
-        return lead.summary.split(" is missing", 1)[0]  # who the finding names instead of a rank ("a node")
+    if lead is not None and lead.subject:
+        return lead.subject  # who the finding names instead of a rank ("a node that --nnodes expects")
     return "a process (rank unknown)" if lead is not None else ""
 
 

@@ -234,3 +234,16 @@ def test_a_per_node_console_named_like_its_sibling_host_is_that_host(tmp_path):
         (tmp_path / name).write_text(re.sub(r"host=c5-train-[ab] ", "", text), encoding="utf-8")
     report = nccl_doctor.analyze(str(tmp_path), jobs=1)
     assert report.verdict["ranks"] == [2, 3] and report.verdict["hosts"] == ["c5-train-b"], report.verdict
+
+
+def test_a_rendezvous_round_that_never_came_together_is_said_so_not_missing():
+    """torch 2.13's shared rendezvous store: a node joining under --nnodes 1:2 leaves both agents
+    waiting for keys (role_info, MASTER_ADDR) that the other was to write, and both die of the wait.
+    No rank failed and nobody is missing: the round itself never came together."""
+    run = Path(__file__).resolve().parent.parent / "fixtures" / "realruns" / "t12_scaleup_deadlock"
+    report = analyze([str(p) for p in run.rglob("*") if p.is_file() and p.name != "expected.json"], jobs=1)
+    rk2 = [f for f in report.findings if f.rule == "RK2"]
+    assert len(rk2) == 1 and rk2[0].ranks == [] and rk2[0].subject == "the next rendezvous round"
+    assert rk2[0].summary.startswith("the next rendezvous round never came together: ")
+    assert "missing" not in rk2[0].summary
+    assert report.verdict["headline"].startswith("the next rendezvous round never came together")

@@ -114,8 +114,8 @@ def deadlocked(job: JobModel) -> RdzvProblem | None:
     if len(waits) < 2 or not set(waits) >= agents or any(st.rank is not None and st.errors for st in job.ranks):
         return None
     return RdzvProblem([], f"every torchrun agent ({len(waits)}) died waiting in the store for a rendezvous round's "
-                       "keys that another agent was to write (role_info, MASTER_ADDR): the new round (a restart or "
-                       "a node joining) never came together; no rank failed, and nothing here singles one out",
+                       "keys that another agent was to write (role_info, MASTER_ADDR): a restart or a node joining "
+                       "began a new round that no agent could finish; no rank failed, and nothing here singles one out",
                        list(waits.values()))
 
 

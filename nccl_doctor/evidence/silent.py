@@ -66,7 +66,8 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
         add(Suspect(None, None, absent.what, "high", absent.events, label="a node that --nnodes expects"))
     stuck = deadlocked(job)
     if stuck is not None:
-        add(Suspect(None, None, stuck.what, "high", stuck.events, label="the next rendezvous round"))
+        add(Suspect(None, None, stuck.what, "high", stuck.events, label="the next rendezvous round",
+                    what="never came together"))
     for n in named_silent(job):  # a saved ncclras report or the Flight Recorder analyzer names them
         if quiet(n.state, n.rank):
             add(Suspect(n.rank, n.state, n.reason, n.confidence, n.events, n.pg, host=n.host))

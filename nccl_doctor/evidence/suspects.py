@@ -55,6 +55,9 @@ class Suspect:
     #: was hung), "left" (exited with status 0 before the others failed), "in <a phase>" (its last
     #: line is a phase the others did not enter, and the job hung), "" (not known)
     ended: str = ""
+    #: what befell it, in a summary, when not "is missing or went silent" (a rendezvous round that
+    #: never came together was not missing: every agent waited for it)
+    what: str = ""
 
     def __post_init__(self) -> None:
         if self.host is None and self.state is not None:

@@ -28,7 +28,7 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
     if not confirmed:
         return [_hint(rule, suspects)]
     chosen = facts.strongest(confirmed)
-    summary = facts.suspects_summary(chosen, "is missing or went silent" if len(chosen) == 1
+    summary = facts.suspects_summary(chosen, (chosen[0].what or "is missing or went silent") if len(chosen) == 1
                                      else "are missing or went silent")
     picked = {id(s) for s in chosen}  # by identity, in a set: a list made this quadratic
     weaker = [s for s in suspects if id(s) not in picked and s.rank is not None]
@@ -36,7 +36,8 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
         summary += f"; weaker hints also point at ranks {fmt_ranks(s.rank for s in weaker)}"
     evidence = [e for s in chosen for e in s.events][:8]
     return [rule.finding(summary, confidence=chosen[0].confidence, ranks=[s.rank for s in chosen],
-                         hosts=[s.host for s in chosen], evidence=evidence, first_seen=facts.first_ts(evidence))]
+                         hosts=[s.host for s in chosen], evidence=evidence, first_seen=facts.first_ts(evidence),
+                         subject=chosen[0].label if len(chosen) == 1 else "")]
 
 
 def _unknown_peer(job: JobModel, rule: Rule) -> list[Finding]:

@@ -47,7 +47,8 @@ class Rule:
     def finding(self, summary: str, *, severity: Severity | str | None = None, confidence: str = "high",
                 ranks: Iterable[int | None] = (), hosts: Iterable[str | None] = (), evidence: Iterable = (),
                 remedy: str | None = None, first_seen: float | None = None,
-                blame_ranks: Iterable[int | None] = (), blame_hosts: Iterable[str | None] = ()) -> Finding:
+                blame_ranks: Iterable[int | None] = (), blame_hosts: Iterable[str | None] = (),
+                subject: str = "") -> Finding:
         """Build a finding with this rule's metadata filled in."""
         ev_list = [e if isinstance(e, Evidence) else Evidence.of(e) for e in evidence]
         return Finding(rule=self.id, title=self.title,
@@ -58,7 +59,7 @@ class Rule:
                        remedy=remedy if remedy is not None else self.remedy,
                        references=list(self.references), first_seen=first_seen,
                        blame_ranks=sorted({r for r in blame_ranks if r is not None}),
-                       blame_hosts=sorted({short_host(h) for h in blame_hosts if h}))
+                       blame_hosts=sorted({short_host(h) for h in blame_hosts if h}), subject=subject)
 
 
 _IPV4 = re.compile(r"^\d{1,3}(?:\.\d{1,3}){3}$")
