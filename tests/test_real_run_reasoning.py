@@ -247,3 +247,41 @@ def test_a_rendezvous_round_that_never_came_together_is_said_so_not_missing():
     assert rk2[0].summary.startswith("the next rendezvous round never came together: ")
     assert "missing" not in rk2[0].summary
     assert report.verdict["headline"].startswith("the next rendezvous round never came together")
+
+
+def test_a_rank_of_the_agents_own_console_missing_from_its_lone_table_left_early(tmp_path):
+    # One node, two ranks, one console: rank 1 says it finished and returns (status 0); rank 0 then
+    # loses its peer, and torchrun's table lists rank 0 alone (<NO_OTHER_FAILURES>). Rank 1's lines
+    # are in this agent's console, so it was this agent's worker; not listed, it had exited with 0.
+    lines = [f"2026-11-27 11:00:41,{369 + r} INFO trainer [pid {1785 + r}]: [rank {r}] initialized process group: "
+             f"backend=gloo world_size=2 local_rank={r}" for r in (0, 1)]
+    lines += [f"2026-11-27 11:00:42,{700 + r} INFO trainer [pid {1785 + r}]: [rank {r}] step 10 loss 2.18"
+              for r in (0, 1)]
+    lines.append("2026-11-27 11:00:42,952 INFO trainer [pid 1786]: [rank 1] finished training at step 11")
+    lines.append(_ECHO.format(r=0))
+    lines += _table("localhost", [], (0, 0, 1, 1785))
+    _write(tmp_path, "train.log", lines)
+    report = analyze([str(tmp_path)], jobs=1)
+    assert report.verdict["ranks"] == [1]
+    rk2 = [f for f in report.findings if f.rule == "RK2"]
+    assert rk2 and "exited with status 0" in rk2[0].summary
+
+
+def test_an_exception_reraised_from_a_dataloader_worker_is_quoted_as_raised(tmp_path):
+    # torch raises a DataLoader worker's exception again in the rank ("Caught ValueError in DataLoader
+    # worker process 0."), then quotes the original traceback, which ends in the error itself.
+    tb = ["[rank1]: Traceback (most recent call last):",
+          '[rank1]:   File "/job/train.py", line 120, in <module>',
+          "[rank1]:     for batch in loader:",
+          "[rank1]: ValueError: Caught ValueError in DataLoader worker process 0.",
+          "[rank1]: Original Traceback (most recent call last):",
+          '[rank1]:   File "/job/train.py", line 77, in __getitem__',
+          '[rank1]:     raise ValueError(f"record {i} of shard {RANK:05d}.jsonl: expected 64 tokens")',
+          "[rank1]: ValueError: record 8 of shard 00001.jsonl: expected 64 tokens, got 0 (truncated line)"]
+    lines = tb + [_ECHO.format(r=r) for r in (0, 2, 3)]
+    lines += _table("node-a", [(0, 0, -15, 811), (2, 2, -15, 813), (3, 3, -15, 814)], (1, 1, 1, 812))
+    _write(tmp_path, "console.log", lines)
+    report = analyze([str(tmp_path)], jobs=1)
+    assert report.verdict["ranks"] == [1]
+    rk1 = next(f for f in report.findings if f.rule == "RK1")
+    assert "record 8 of shard 00001.jsonl" in rk1.summary and "Caught" not in rk1.summary

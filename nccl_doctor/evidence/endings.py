@@ -157,6 +157,26 @@ def left_early(job: JobModel) -> dict[int, list[Event]]:
     nodes = len({host for _f, host in tables} | set(job.hosts))
     world = job.ranks_expected if job.ranks_expected and not job.partial_logs else None
     per_node = world // nodes if world and nodes > 1 and len(tables) == nodes and world % nodes == 0 else None
+    # A rank whose own lines are in the console of the one agent whose table is in that file, and
+    # which ran on that agent's host (or the job has one host), was a worker of that agent, whatever
+    # the number of nodes: the agent captured its output. (A rank of another node in the same file,
+    # whose agent left no table, may have died with its node: not said to have left.)
+    hosts_in_file: dict[str, set] = {}
+    for f, host in tables:
+        hosts_in_file.setdefault(f, set()).add(host)
+    one_host = len({h.split(".", 1)[0] for h in job.hosts}) <= 1
+    captured: dict[str, set[int]] = {}
+    for st in job.ranks:
+        if st.rank is None:
+            continue
+        for f in st.files:
+            agent = hosts_in_file.get(f, ())
+            if len(agent) != 1:
+                continue
+            host = next(iter(agent))
+            if (st.host and host and st.host.split(".", 1)[0] == str(host).split(".", 1)[0]) \
+                    or (st.host is None and one_host):
+                captured.setdefault(f, set()).add(st.rank)
     out: dict[int, list[Event]] = {}
     for key, table in tables.items():
         bases = {r - lr for r, lr in table.items()}
@@ -166,6 +186,9 @@ def left_early(job: JobModel) -> dict[int, list[Event]]:
         top = base + per_node - 1 if per_node else max(table)
         for r in range(base, min(top, base + 4096) + 1):
             if r not in listed:
+                out[r] = lines[key]
+        for r in captured.get(key[0], ()):
+            if r > top and r not in listed and (per_node is None or r < base + per_node):
                 out[r] = lines[key]
     return out
 

@@ -14,6 +14,7 @@ results are cached per job like the facts.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -198,6 +199,23 @@ def killed_ranks(job: JobModel) -> tuple[set[int], set[int]]:
     return states, ranks
 
 
+#: torch's ExceptionWrapper.reraise: an exception raised in a DataLoader worker (or a pin-memory
+#: thread, a DataParallel replica) is raised again in the rank as "<Type>: Caught <Type> in DataLoader
+#: worker process 1.", followed by "Original Traceback (most recent call last):" and the original
+#: traceback, which ends in the exception itself ("ValueError: corrupt sample 481 ...").
+_RERAISED = re.compile(r"^Caught (\w{1,64}) (?:in|on) ")
+
+
+def _original_of(wrapper: Event, ev: Event) -> bool:
+    """``ev`` is the original exception that torch's re-raise ``wrapper`` quotes below it."""
+    if wrapper.kind != "python_exception" or ev.kind != "python_exception" or ev.file != wrapper.file \
+            or not 0 < ev.line - wrapper.line <= 200:
+        return False
+    m = _RERAISED.match(str(wrapper.get("msg") or ""))
+    return m is not None and m.group(1) == str(ev.get("exc_type") or "").rsplit(".", 1)[-1] \
+        and _RERAISED.match(str(ev.get("msg") or "")) is None
+
+
 @_per_job
 def failures(job: JobModel) -> list[Failure]:
     """Every rank's first cause, de-duplicated, earliest first (time when known, else line order)."""
@@ -230,7 +248,8 @@ def failures(job: JobModel) -> list[Failure]:
                 merged[key] = Failure(rank=rank, state=rst, host=host, category=cat, what=what, events=[ev])
                 continue
             f.host = f.host or host
-            if _SPECIFIC.get(ev.kind, 4) < min(_SPECIFIC.get(e.kind, 4) for e in f.events):
+            if _SPECIFIC.get(ev.kind, 4) < min(_SPECIFIC.get(e.kind, 4) for e in f.events) \
+                    or _original_of(f.events[0], ev):
                 f.category, f.what = cat, what  # a more specific line of the same failure
             f.events.append(ev)
     out = list(merged.values())
