@@ -173,6 +173,8 @@ KINDS: dict[str, str] = {
     "slurm_step_stop": "by_srun | forced | aborted: srun ending its job step itself (kill-on-bad-exit, after a task's death) "
     "or an outside cancel reaching it: tasks reported after it were stopped",
     "py_stack_timeout": "after: faulthandler's 'Timeout (0:00:10)!' heading a dump of the process's stacks (info)",
+    "py_stack": "current, tid, frames: one thread of a faulthandler dump, its frame lines joined ('File \"x.py\", "
+                "line 3 in f | ...', innermost first) (info)",
     "cpp_terminate": "exc_type, how: \"terminate called after throwing an instance of 'c10::DistBackendError'\" / "
     "'terminate called without an active exception' (how)",
     "cuda_error": "err, exc_type (when the line is the raised exception): 'CUDA error: an illegal memory access was "

@@ -94,6 +94,15 @@ def join_block(record: str, next_line: NextLine, peek_line: NextLine) -> list[st
                 next_line()
                 return [f"{stripped} {nxt.strip()}"]
             return [stripped]
+    if stripped.endswith(_FH_THREAD) and _FH_HEAD.match(stripped):
+        frames = []
+        for _ in range(_FH_MAX_FRAMES):
+            nxt = peek_line()
+            if nxt is None or not _FH_FRAME.match(nxt):
+                break
+            next_line()
+            frames.append(nxt.strip())
+        return [f"{stripped} {' | '.join(frames)}" if frames else stripped]
     if stripped.endswith(("Stalled ranks:", "Missing ranks:")):
         out = []
         for _ in range(10000):
@@ -156,11 +165,19 @@ def _table_traceback(next_line: NextLine, peek_line: NextLine) -> str:
     return last
 
 
+#: faulthandler's dump of one thread: its header, then one line per frame, innermost first (it
+#: prints at most 100; "  ..." says it cut the rest).
+_FH_THREAD = "(most recent call first):"
+_FH_HEAD = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-fA-F]{1,16}(?: \[[^\]]{0,64}\])? \(most recent call first\):$")
+_FH_FRAME = re.compile(r'^\s{2}(?:File "[^"\n]{1,4096}", line \d{1,9} in \S{1,256}|<no Python frame>|\.\.\.)\s{0,8}$')
+_FH_MAX_FRAMES = 101
+
 _MPI_PROC = "Process name: [["
 #: Records whose next line completes them: std::terminate prints the exception's what() on the next
 #: line; Open MPI's "The first process to do so was:" block gives the process name, then its exit code.
 _TWO_LINE = ((_TERMINATE, "what():"), (_MPI_PROC, "Exit code:"))
-BLOCK_LITERALS = ("Rendezvous complete", _CFE_ROOT, _CFE_FAIL, "Stalled ranks:", "Missing ranks:", _TERMINATE, _MPI_PROC)
+BLOCK_LITERALS = ("Rendezvous complete", _CFE_ROOT, _CFE_FAIL, "Stalled ranks:", "Missing ranks:", _TERMINATE, _MPI_PROC,
+                  _FH_THREAD)
 
 #: A wrapped continuation: not blank, and not the start of a new prefixed record.
 _NEW_RECORD = re.compile(

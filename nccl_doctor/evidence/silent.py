@@ -9,11 +9,13 @@ that ended unlike all the others (``endings``). Built on the timeouts, failures 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
 from ..model import JobModel, RankState
 from ..model.links import rank_list
+from . import stacks
 from .dumps import dump_facts
 from .endings import host_of_rank, quiet_odd_ones
 from .facts import _per_job, file_host, int_in, name_ranks, per_rank_layout, pg_label, plural
@@ -143,12 +145,30 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
         add(Suspect(e.rank, e.state, why, conf, e.events or (e.state.events[-1:] if e.state else []),
                     host=host_of_rank(job, e), ended=ended))
     for s in found.values():  # a dump of its own stacks (faulthandler) says where it was stuck: point at it
-        dumps = [e for e in s.state.events if e.kind == "py_stack_timeout"] if s.state is not None else []
-        if dumps:
-            s.reason += (f"; its own stack dump (faulthandler, after {dumps[-1].get('after')} without moving) shows "
-                         "where it was stuck")
-            s.events = [dumps[-1], *[e for e in s.events if e is not dumps[-1]]]
+        _point_at_stacks(s, len(found), job)
     return sorted(found.values(), key=lambda s: (s.rank is None, s.rank or 0))
+
+
+def _point_at_stacks(s: Suspect, suspects: int, job: JobModel) -> None:
+    """Where faulthandler saw a silent rank: in its own dump, or (the only suspect, with no dump of
+    its own) in the one dump of a shared console that was not waiting in a collective."""
+    heads = [e for e in s.state.events if e.kind == "py_stack_timeout"] if s.state is not None else []
+    after = f", after {heads[-1].get('after')} without moving" if heads else ""
+    dump = stacks.own_dump(s.state)
+    if dump is not None:
+        main = stacks.main_thread(dump)
+        s.reason += f"; its own stack dump (faulthandler{after}) shows it {stacks.where(dump)}"
+        s.events = [main, *[e for e in s.events if e is not main]]
+    elif heads:  # the header alone: the frames were not read (interleaved with another dump)
+        s.reason += f"; its own stack dump (faulthandler{after}) shows where it was stuck"
+        s.events = [heads[-1], *[e for e in s.events if e is not heads[-1]]]
+    elif suspects == 1 and (odd := stacks.odd_loose_dump(job)) is not None:
+        main = stacks.main_thread(odd)
+        n = len(stacks.loose_dumps(job))
+        s.reason += (f"; of the {n} stack dumps in {os.path.basename(main.file)} (faulthandler; they name no rank), "
+                     f"one process's were not waiting in a collective: it was {stacks.where(odd)}, most likely "
+                     "this rank")
+        s.events = [*s.events, main]
 
 
 def stuck_in_phase(job: JobModel) -> list[tuple[RankState, tuple[Any, str], str]]:

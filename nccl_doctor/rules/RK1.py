@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from ..evidence import facts
+from ..evidence import facts, stacks
 from ..evidence.facts import plural
 from ..evidence.nccl_facts import node_wide_errors
 from ..findings import Finding, Severity
@@ -47,6 +47,9 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
         parts = [f"{who} failed first with the same error: {facts.brief(first.what).rstrip('.')}"]
     else:
         parts = [f"{first.who} failed first: {facts.brief(first.what).rstrip('.')}"]
+    died_at = stacks.dump_after(job, first.events[0]) if first.category == "signal" and first.events else None
+    if died_at is not None:  # faulthandler's dump of the thread the signal hit, right below it
+        parts[0] += f", {stacks.where(died_at, others_too=False)}"
     # Exit reports that name ranks (srun task lists, torchrun's table) after an error without a rank.
     named = [f for f in others if f.exit_only and f.rank is not None]
     if first.rank is None and named:
@@ -65,7 +68,8 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
     if timed:
         parts.append(f"the {plural(timed, 'timeout')} that followed "
                      + ("is a consequence" if timed == 1 else "are consequences"))
-    lead = [e for f in group[:3] for e in f.events[:2]] + first.events[2:4]
+    lead = [e for f in group[:3] for e in f.events[:2]] + first.events[2:4] + \
+        ([stacks.main_thread(died_at)] if died_at is not None else [])
     evidence = list({id(e): e for e in lead + [e for f in others for e in f.events[:1]]}.values())
     return [rule.finding("; ".join(parts), confidence=_confidence(first, others), ranks=ranks, hosts=hosts,
                          evidence=evidence, first_seen=first.ts)]

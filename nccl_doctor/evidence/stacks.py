@@ -1,0 +1,142 @@
+"""Where a process stood, read from faulthandler's dumps of its threads (``py_stack`` events).
+
+A rank that hangs writes nothing, but ``faulthandler.dump_traceback_later`` (or a dump on SIGUSR1)
+prints every thread's stack: the main thread's innermost frame is where it was stuck (``queue.get``
+in a prefetch helper, ``join`` of two threads deadlocked on two locks, a ``sleep`` in a checkpoint
+save), and the ranks that only waited for it are in a collective (``all_reduce`` in
+``distributed_c10d.py``). In a per-rank file the dump is that rank's. In a console that several ranks
+share, a dump names no rank (and dumps written at the same moment interleave byte by byte: those
+are not read); there, the one dump not waiting in a collective, beside dumps that are, is most
+likely the silent rank's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+from ..events import Event
+from ..model import JobModel, RankState
+from .facts import _per_job
+
+_FRAME = re.compile(r'File "(?P<path>[^"\n]{1,4096})", line (?P<line>\d{1,9}) in (?P<func>\S{1,256})')
+_LIBRARY = re.compile(r"/(?:site|dist)-packages/|/lib/python\d\.\d{1,2}/|^<")
+#: torch's collectives live here: a thread in it waits for its peers.
+_COLLECTIVES = "/torch/distributed/"
+#: Threads named in a description besides the main one, at most.
+OTHER_THREADS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    path: str
+    line: int
+    func: str
+
+    @property
+    def library(self) -> bool:
+        return _LIBRARY.search(self.path.replace("\\", "/")) is not None
+
+    def __str__(self) -> str:
+        return f"{self.func} ({os.path.basename(self.path)}:{self.line})"
+
+
+def frames(ev: Event) -> list[Frame]:
+    """The frames of one ``py_stack`` event, innermost first."""
+    return [Frame(m.group("path"), int(m.group("line")), m.group("func"))
+            for m in _FRAME.finditer(str(ev.get("frames") or ""))]
+
+
+def dumps_of(events: list[Event]) -> list[list[Event]]:
+    """The dumps among a writer's events, in order: each the ``py_stack`` events of one dump (a
+    ``Timeout (...)!`` line starts one; a thread whose header does not follow the previous thread's
+    frames does too)."""
+    out: list[list[Event]] = []
+    end = None  # (file, line) where the current dump's last thread ended
+    for ev in events:
+        if ev.kind == "py_stack_timeout":
+            end = None
+            out.append([])
+        elif ev.kind == "py_stack":
+            if end is None or end[0] != ev.file or ev.line > end[1] + 2:  # (a blank line between threads)
+                if not out or out[-1]:
+                    out.append([])
+            out[-1].append(ev)
+            joined = str(ev.get("frames") or "")
+            end = (ev.file, ev.line + (joined.count(" | ") + 1 if joined else 0))
+    return [d for d in out if d]
+
+
+def dump_after(job: JobModel, ev: Event) -> list[Event] | None:
+    """The dump right below a line (``Fatal Python error: Segmentation fault``, then a blank line
+    and the threads), or None."""
+    near = [e for e in job.by_kind("py_stack") if e.file == ev.file and ev.line < e.line <= ev.line + 4]
+    if not near:
+        return None
+    found = dumps_of([e for e in job.by_kind("py_stack_timeout", "py_stack")
+                      if e.file == ev.file and e.line >= near[0].line])
+    return found[0] if found else None
+
+
+def main_thread(dump: list[Event]) -> Event:
+    """The thread the dump is about: the one faulthandler calls current (the thread a fatal signal
+    hit, or the one a SIGUSR1 dump ran in), else the one that runs the script (its outermost frame
+    is ``<module>``), else the last listed (faulthandler lists the newest thread first)."""
+    return next((t for t in dump if t.get("current") == "Current thread" and frames(t)), None) \
+        or next((t for t in dump if (fs := frames(t)) and fs[-1].func == "<module>"), dump[-1])
+
+
+def in_collective(dump: list[Event]) -> bool:
+    return any(_COLLECTIVES in f.path.replace("\\", "/") for f in frames(main_thread(dump))[:3])
+
+
+def where(dump: list[Event], others_too: bool = True) -> str:
+    """'in get (queue.py:171) → wait (threading.py:327), from before_reduce (train.py:109)'; its
+    other threads after it (``others_too``)."""
+    main = main_thread(dump)
+    fs = frames(main)
+    if not fs:
+        return "in no Python frame"
+    inner = fs[0]
+    own = [f for f in fs if not f.library]
+    if inner.library and own:
+        entry = fs[fs.index(own[0]) - 1]  # the library call the script made (queue.get, Thread.join)
+        text = f"in {entry}" + (f" → {inner}" if entry is not inner else "") + f", from {own[0]}"
+    else:
+        text = f"in {inner}" + (f", called from {own[1]}" if not inner.library and len(own) > 1 else "")
+    others = []
+    for t in dump if others_too else ():
+        if t is main:
+            continue
+        tf = frames(t)
+        shown = next((f for f in tf if not f.library), tf[0] if tf else None)
+        if shown is not None:
+            others.append(str(shown))
+    if others:
+        text += f"; its other threads: {', '.join(others[:OTHER_THREADS])}" + \
+            (f" and {len(others) - OTHER_THREADS} more" if len(others) > OTHER_THREADS else "")
+    return text
+
+
+def own_dump(st: RankState | None) -> list[Event] | None:
+    """The last dump in a rank's own lines, or None."""
+    found = dumps_of(st.events) if st is not None else []
+    return found[-1] if found else None
+
+
+@_per_job
+def loose_dumps(job: JobModel) -> list[list[Event]]:
+    """Dumps in lines no rank owns (a console several ranks share), in order."""
+    loose = [e for e in job.by_kind("py_stack_timeout", "py_stack") if job.rank_of(e) is None and e.rank is None]
+    return dumps_of(loose)
+
+
+def odd_loose_dump(job: JobModel) -> list[Event] | None:
+    """Of the dumps no rank owns, the one whose process was not in a collective while every other
+    one was (at least one): the process the others waited for. None unless exactly one."""
+    dumps = loose_dumps(job)
+    odd = [d for d in dumps if not in_collective(d)]
+    # (two dumps of one process: a SIGUSR1 dump, then the timeout's; its main thread's id and place)
+    who = {(main_thread(d).get("tid"), str(next(iter(frames(main_thread(d))), ""))) for d in odd}
+    return odd[-1] if len(who) == 1 and len(dumps) > len(odd) else None
