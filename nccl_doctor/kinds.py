@@ -173,6 +173,8 @@ KINDS: dict[str, str] = {
     "slurm_step_stop": "by_srun | forced | aborted: srun ending its job step itself (kill-on-bad-exit, after a task's death) "
     "or an outside cancel reaching it: tasks reported after it were stopped",
     "py_stack_timeout": "after: faulthandler's 'Timeout (0:00:10)!' heading a dump of the process's stacks (info)",
+    "loguru_caught": "func, process, caught_pid: loguru's 'An error has been caught in function ..., process ... (PID)', "
+                     "heading its own copy of the traceback (info)",
     "py_stack": "current, tid, frames: one thread of a faulthandler dump, its frame lines joined ('File \"x.py\", "
                 "line 3 in f | ...', innermost first) (info)",
     "cpp_terminate": "exc_type, how: \"terminate called after throwing an instance of 'c10::DistBackendError'\" / "

@@ -285,3 +285,30 @@ def test_an_exception_reraised_from_a_dataloader_worker_is_quoted_as_raised(tmp_
     assert report.verdict["ranks"] == [1]
     rk1 = next(f for f in report.findings if f.rule == "RK1")
     assert "record 8 of shard 00001.jsonl" in rk1.summary and "Caught" not in rk1.summary
+
+
+def _run(case: str):
+    run = Path(__file__).resolve().parent.parent / "fixtures" / "realruns" / case
+    return analyze([str(p) for p in run.rglob("*") if p.is_file() and p.name != "expected.json"], jobs=1)
+
+
+def test_logurus_own_copy_of_an_exception_is_the_ranks_its_pid_names():
+    # loguru's logger.catch() prints "An error has been caught in function '<module>', process
+    # 'MainProcess' (5401)" and its own copy of the traceback, unprefixed; torchrun's table says pid
+    # 5401 is rank 1 (5402: rank 2, 5400: rank 0). Three ranks timed out, not four; rank 3 hung.
+    report = _run("t17_dp_hang_r3_w4_logurubind_redirect")
+    assert report.verdict["ranks"] == [3]
+    assert "; 3 ranks then timed out" in report.verdict["headline"]
+    caught = {e.get("caught_pid"): e.rank for e in report.job.by_kind("loguru_caught")}
+    assert caught == {5401: 1, 5402: 2, 5400: 0}
+    mn3 = next(f for f in report.findings if f.rule == "MN3")
+    assert mn3.ranks == [0, 1, 2]
+    # gloo's "Timed out waiting 15000ms for recv" never names the group (here a data-parallel subgroup)
+    assert "waited 15 s in a collective;" in mn3.summary and "default group" not in mn3.summary
+
+
+def test_a_loguru_record_with_a_rank_tag_is_that_ranks_step():
+    # "2026-11-27 11:08:52.563 | INFO     | __main__:main:212 - [rank 0/4 tp 0 dp 0] step 10/30 loss ..."
+    report = _run("t17_raise_r2_w4_loguru_tee")
+    assert {r.rank: r.last_step for r in report.job.ranks} == {0: 10, 1: 10, 2: 10, 3: 10}
+    assert report.verdict["ranks"] == [2]

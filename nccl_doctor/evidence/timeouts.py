@@ -67,6 +67,9 @@ class PgTimeouts:
     reports: list[RankTimeout]
     desc: str | None = None
     seq: int | None = None  # the SeqNum most ranks timed out in (set once the reports are in)
+    #: False when these are gloo's transport timeouts alone, none naming a group ("default" is then
+    #: only an assumption: gloo never says which group the collective was in)
+    named: bool = True
 
     def settle(self) -> PgTimeouts:
         seqs = Counter(r.seq for r in self.reports if r.seq is not None)
@@ -128,6 +131,7 @@ def timeouts_by_pg(job: JobModel) -> dict[str, PgTimeouts]:
                 seq_pg_job[e.get("seq")].add(pg_key(e))
     descs: dict[str, str] = {}
     merged: dict[tuple, RankTimeout] = {}
+    unnamed: set[int] = set()  # id() of the timeouts placed in "default" for want of a name
     for ev in job.events:  # not only the ranks' events: lines of an unknown rank count too
         if ev.kind not in _TIMEOUT_KINDS:
             continue  # most events (checked inline: a call per event cost more than the rest)
@@ -143,6 +147,8 @@ def timeouts_by_pg(job: JobModel) -> dict[str, PgTimeouts]:
             pg = next(iter(seq_pg_job[seq]))
         else:
             pg = "default"
+            if ev.kind == "gloo_timeout":  # (torch <= 2.1's watchdog lines: one group, see job._reconcile)
+                unnamed.add(id(ev))
         if ev.get("pg_desc"):
             descs.setdefault(pg, str(ev.get("pg_desc")))
         rank = ev.rank if ev.rank is not None else st.rank if st is not None else None
@@ -158,6 +164,10 @@ def timeouts_by_pg(job: JobModel) -> dict[str, PgTimeouts]:
     out: dict[str, PgTimeouts] = {}
     for rt in merged.values():
         out.setdefault(rt.pg, PgTimeouts(pg=rt.pg, reports=[], desc=descs.get(rt.pg))).reports.append(rt)
+    dumped = {pg_key(e) for e in job.by_kind("fr_pg")}  # a flight-recorder dump names its groups
+    for pt in out.values():
+        pt.named = pt.pg != "default" or pt.pg in dumped or not all(id(e) in unnamed for r in pt.reports
+                                                                     for e in r.events)
     return {pg: pt.settle() for pg, pt in sorted(out.items(), key=lambda kv: (-len(kv[1].reports), kv[0]))}
 
 

@@ -167,9 +167,37 @@ def _spawn_relayed(events: list[Event]) -> None:
                 relaying = None
 
 
+def _loguru_relayed(events: list[Event]) -> None:
+    """loguru's ``logger.catch()`` prints its own copy of an exception with no launcher prefix, under
+    "An error has been caught in function ..., process 'MainProcess' (PID)". torchrun's failure table
+    names each worker's pid and rank: the header and the copy below it, up to its exception line,
+    are that rank's (else a copy of a timeout would count as one more process that timed out)."""
+    if not any(ev.kind == "loguru_caught" for ev in events):
+        return
+    pid_ranks: dict[int, set[int]] = defaultdict(set)
+    for ev in events:
+        if ev.kind == "elastic_cfe" and isinstance(ev.get("pid"), int) and isinstance(ev.get("rank"), int):
+            pid_ranks[ev.get("pid")].add(ev.get("rank"))
+    relaying: tuple[str, int] | None = None
+    for ev in events:
+        if ev.kind == "loguru_caught":
+            ranks = pid_ranks.get(ev.get("caught_pid"), set())
+            relaying = (ev.file, next(iter(ranks))) if len(ranks) == 1 and ev.rank is None else None
+            if relaying is not None:
+                ev.rank = relaying[1]
+        elif relaying is not None:
+            if ev.file != relaying[0] or ev.rank is not None or ev.local_rank is not None:
+                relaying = None
+                continue
+            ev.rank = relaying[1]
+            if ev.kind != "traceback_start":  # the copy's exception line ends it
+                relaying = None
+
+
 def build_processes(events: list[Event], world: int | None) -> list[Proc]:
     """Group events into processes and assign global ranks (see module docstring)."""
     _spawn_relayed(events)
+    _loguru_relayed(events)
     file_procs: dict[str, set] = defaultdict(set)
     file_labels: set[str] = set()
     file_devs: dict[str, set] = defaultdict(set)
