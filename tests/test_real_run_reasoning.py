@@ -312,3 +312,42 @@ def test_a_loguru_record_with_a_rank_tag_is_that_ranks_step():
     report = _run("t17_raise_r2_w4_loguru_tee")
     assert {r.rank: r.last_step for r in report.job.ranks} == {0: 10, 1: 10, 2: 10, 3: 10}
     assert report.verdict["ranks"] == [2]
+
+
+def test_rich_records_give_their_rank_and_each_rank_its_own_last_line():
+    # RichHandler into a file: "[11:10:13] INFO     [rank 0/4 tp 0 dp 0] step 10/30 loss 2.2271 world
+    # train17.py:212", its message wrapped onto lines indented to the message column. Every rank
+    # wrote to this one file: the file's last line (a wrapped piece of rank 1's record) is no one's.
+    report = _run("t17_kill_r0_w4_rich_split")
+    assert report.verdict["ranks"] == [0]
+    last = {r.rank: r.last_line for r in report.job.ranks}
+    assert {r.rank: r.last_step for r in report.job.ranks} == {0: 10, 1: 10, 2: 10, 3: 10}
+    assert last[0].file.endswith("console.out") and last[0].line == 37
+    assert last[0].text.startswith("step 10/30 loss 2.2271")
+    assert len({(ll.file, ll.line) for ll in last.values()}) == 4
+
+
+def test_in_a_console_every_rank_wrote_to_each_ranks_last_line_is_its_own():
+    # torchrun --tee 3: "[default2]:[2026-11-23 21:48:08,336][trainer][INFO] - done: 3 epochs, ..."
+    # (lines 50-53, one per local rank); the console's last line is rank 3's, not every rank's.
+    report = _run("t2_healthy_w4_tee3")
+    assert {r.rank: r.last_line.line for r in report.job.ranks} == {0: 50, 1: 52, 2: 51, 3: 53}
+
+
+def test_a_ranks_own_file_named_by_host_and_pid_makes_its_absence_a_hint_only():
+    # mp.spawn, each rank logs to logs/<host>-<pid>.log (no rank in the name or the lines): ranks 0
+    # and 2 wrote their own "Connection closed by peer" there. Nothing ties those files to a rank,
+    # but they are not missing: RK2 may only hint, never say they wrote no line.
+    report = _run("t18_raise_r1_w3_spawn_hostpid_redirect")
+    assert report.verdict["ranks"] == [1]
+    rk2 = [f for f in report.findings if f.rule == "RK2"]
+    assert all(f.severity.value == "warning" and "hint" in f.summary for f in rk2)
+    assert not any("wrote no line" in f.summary for f in rk2)
+
+
+def test_rank_kv_after_a_bracketed_level_gives_the_step_its_rank():
+    # out/worker-1.txt: "2026-11-27 11:23:34,001 [INFO] rank=1 step 2/30 loss 2.3826 ..."; every rank
+    # logged step 10 last; rank 1 then slept for ever before the loss all_reduce
+    report = _run("t18_hang_r1_w3_workertxt_rank_redirect")
+    assert report.verdict["ranks"] == [1]
+    assert {r.rank: r.last_step for r in report.job.ranks} == {0: 10, 1: 10, 2: 10}

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..model import JobModel, RankState
+from ..model.job import ERROR_KINDS
 from ..model.links import rank_list
 from . import stacks
 from .dumps import dump_facts
@@ -87,7 +88,7 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
     # Processes whose rank is unknown may be the "missing" ranks: then absence is only a hint.
     roster = _ray_roster(job)  # Ray Train's table of every worker's pid: other actors are no ranks
     rankless = any(r.rank is None and (r.host or r.pid is not None) and (roster is None or r.pid in roster)
-                   for r in job.ranks)
+                   for r in job.ranks) or _unclaimed_writers(job)
     missing = [r for r in job.missing_ranks() if r not in spoke] if symptom else []
     # Nearly every rank is in the logs: then a rank without a line really wrote none.
     covered = bool(job.ranks_expected) and job.ranks_expected >= 4 and \
@@ -147,6 +148,14 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
     for s in found.values():  # a dump of its own stacks (faulthandler) says where it was stuck: point at it
         _point_at_stacks(s, len(found), job)
     return sorted(found.values(), key=lambda s: (s.rank is None, s.rank or 0))
+
+
+def _unclaimed_writers(job: JobModel) -> bool:
+    """A file of its own that no rank claims holds a process's errors or steps (a script's
+    ``logs/<host>-<pid>.log``): a process of unknown rank wrote it, and may be a "missing" rank."""
+    claimed = {f for r in job.ranks for f in r.files}
+    return any(e.file not in claimed and e.rank is None and job.rank_of(e) is None
+               for e in job.by_kind(*ERROR_KINDS, "gloo_timeout", "train_step"))
 
 
 def _point_at_stacks(s: Suspect, suspects: int, job: JobModel) -> None:

@@ -250,7 +250,16 @@ def build_job(events: list[Event], scans: list) -> JobModel:
     # of every node): the host belongs to each line, not to one process.
     attributed = [p for p in procs if p.rank is not None
                   or ((p.host is not None or p.pid is not None) and p.key[0] != "file")]
-    ranks = [_rank_state(p, last_by_file) for p in (attributed or procs)]
+    chosen = attributed or procs
+    # Files that processes of several ranks wrote lines to: a file's last line is no one rank's
+    # there (a restarted rank's generations are one writer).
+    ranks_in: dict[str, set] = defaultdict(set)
+    for p in chosen:
+        if p.rank is not None:
+            for f in p.files:
+                ranks_in[f].add(p.rank)
+    shared = {f for f, rs in ranks_in.items() if len(rs) > 1}
+    ranks = [_rank_state(p, last_by_file, shared) for p in chosen]
     _reconcile_across_ranks(ranks)
     ranks.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.host or "", r.pid or 0))
     seen_hosts = {r.host for r in ranks if r.host} | {e.host for e in events if e.host and e.kind.startswith("nccl")}
@@ -287,7 +296,7 @@ def _launcher_rank_hosts(events: list[Event]) -> dict[int, str]:
     return {r: next(iter(h)) for r, h in seen.items() if len(h) == 1}
 
 
-def _rank_state(p: Proc, last_by_file: dict[str, dict]) -> RankState:
+def _rank_state(p: Proc, last_by_file: dict[str, dict], shared: set[str] = frozenset()) -> RankState:
     evs = sorted(p.events, key=by_place)
     st = RankState(rank=p.rank, host=p.host, pid=p.pid, cuda_dev=p.cuda_dev, local_rank=p.local_rank,
                    rank_source=p.rank_source, files=sorted(p.files), events=evs)
@@ -311,7 +320,7 @@ def _rank_state(p: Proc, last_by_file: dict[str, dict]) -> RankState:
         if k in _PROGRESS_KINDS:
             _progress(st, e)
     st.stage = STAGES[best]
-    st.last_line = _last_line(p, last_by_file)
+    st.last_line = _last_line(p, last_by_file, shared)
     _reconcile_unnamed_pg(st)
     return st
 
@@ -408,7 +417,7 @@ def _progress(st: RankState, e: Event) -> None:
         st.net["ib_none"] = True
 
 
-def _last_line(p: Proc, last_by_file: dict[str, dict]) -> LastLine | None:
+def _last_line(p: Proc, last_by_file: dict[str, dict], shared: set[str] = frozenset()) -> LastLine | None:
     cands: list[LastLine] = []
     for fpath in p.files:
         ll = last_by_file.get(fpath) or {}
@@ -419,10 +428,13 @@ def _last_line(p: Proc, last_by_file: dict[str, dict]) -> LastLine | None:
             keys.append(("rank", p.rank))
         if p.local_rank is not None:
             keys.append(("local_rank", p.local_rank))
-        if _single_writer(p, fpath, ll) and None in ll:
+        if fpath not in shared and _single_writer(p, fpath, ll) and None in ll:
             hit = ll[None]  # a file of its own (rank-12.log): its last line, whatever wrote it
         else:
             hit = next((ll[k] for k in keys if k in ll), None)
+        if hit is None and fpath in shared:  # no label of its own there: its own last event in that file
+            ev = max((e for e in p.events if e.file == fpath), key=lambda e: e.line, default=None)
+            hit = LastLine(ev.file, ev.line, ev.text, ev.ts) if ev is not None else None
         if hit is not None:
             cands.append(hit)
     if not cands:
