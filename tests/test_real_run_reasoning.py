@@ -351,3 +351,11 @@ def test_rank_kv_after_a_bracketed_level_gives_the_step_its_rank():
     report = _run("t18_hang_r1_w3_workertxt_rank_redirect")
     assert report.verdict["ranks"] == [1]
     assert {r.rank: r.last_step for r in report.job.ranks} == {0: 10, 1: 10, 2: 10}
+
+
+def test_a_job_with_no_nccl_line_is_not_said_to_have_seen_no_nccl_init():
+    from nccl_doctor.report import to_text
+
+    text = to_text(_run("t18_raise_r1_w3_spawn_hostpid_redirect"), color=False)  # gloo on CPU
+    last = next(line for line in text.splitlines() if line.startswith("LAST"))
+    assert "NCCL" not in last and "last line" in last

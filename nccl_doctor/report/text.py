@@ -67,7 +67,8 @@ def last_line(d: dict[str, Any]) -> str:
         if r["last_line"]:
             bits.append(f"last line {r['last_line']['file']}:{r['last_line']['line']}")
         got = reach_label(r, main_pg(d["ranks"]))
-        bits.append(got or stage_label(r["stage"]))
+        if got or r["stage"] != "none" or any(x["stage"] != "none" for x in d["ranks"]):
+            bits.append(got or stage_label(r["stage"]))  # (a job with no NCCL line at all: no NCCL stage)
     elif not mine and rank is not None:
         bits.append("no line of its own")
     return " · ".join(bits)
