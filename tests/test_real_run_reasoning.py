@@ -359,3 +359,13 @@ def test_a_job_with_no_nccl_line_is_not_said_to_have_seen_no_nccl_init():
     text = to_text(_run("t18_raise_r1_w3_spawn_hostpid_redirect"), color=False)  # gloo on CPU
     last = next(line for line in text.splitlines() if line.startswith("LAST"))
     assert "NCCL" not in last and "last line" in last
+
+
+def test_a_file_named_after_a_pid_is_the_rank_torchruns_table_gives_that_pid():
+    # logs/vm-10997.log (no rank in its name or its lines); torchrun: "failed (exitcode: 2) local_rank: 1
+    # (pid: 10997)" and its table's rows name pids 10996-10999 with their ranks
+    report = _run("t18_exit2_r1_w4_hostpid_tee")
+    assert report.verdict["ranks"] == [1]
+    files = {r.rank: {p.rsplit("/", 1)[-1] for p in r.files} for r in report.job.ranks}
+    assert {0, 1, 2, 3} <= files.keys()
+    assert "vm-10997.log" in files[1] and "vm-10996.log" in files[0]

@@ -128,7 +128,28 @@ def _host_in_path(path: str, hosts: dict) -> str | None:
     return best[0] if len(best) == 1 else None
 
 
+_NUMBER = re.compile(r"(?<![0-9])[0-9]{2,10}(?![0-9])")
+
+
+def _link_pid_files(events: list[Event], uf: _Union) -> None:
+    """A file a process named after its pid (a script's ``logs/<host>-<pid>.log``), which no line of
+    it ties to a rank: torchrun's failure table names each worker's pid and rank. Only a number of
+    the file's name that is one listed pid, of one rank, links the file."""
+    pid_ranks: dict[int, set[int]] = defaultdict(set)
+    for ev in events:
+        if ev.kind == "elastic_cfe" and isinstance(ev.get("pid"), int) and isinstance(ev.get("rank"), int):
+            pid_ranks[ev.get("pid")].add(ev.get("rank"))
+    if not pid_ranks:
+        return
+    for key in [k for k in uf.parent if k[0] == "file"]:
+        stem = os.path.basename(key[1]).rsplit(".", 1)[0]
+        hits = {int(n) for n in _NUMBER.findall(stem)} & pid_ranks.keys()
+        if len(hits) == 1 and len(pid_ranks[next(iter(hits))]) == 1:
+            uf.union(("rank", next(iter(pid_ranks[next(iter(hits))]))), key)
+
+
 def link_launcher_maps(events: list[Event], uf: _Union) -> None:
     _link_local_to_global(events, uf)
     _link_log_folders(events, uf)
     _link_ray_workers(events, uf)
+    _link_pid_files(events, uf)
