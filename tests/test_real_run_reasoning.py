@@ -369,3 +369,15 @@ def test_a_file_named_after_a_pid_is_the_rank_torchruns_table_gives_that_pid():
     files = {r.rank: {p.rsplit("/", 1)[-1] for p in r.files} for r in report.job.ranks}
     assert {0, 1, 2, 3} <= files.keys()
     assert "vm-10997.log" in files[1] and "vm-10996.log" in files[0]
+
+
+def test_a_node_killed_with_its_processes_is_named_by_the_host_its_lines_give():
+    # "%(asctime)s %(levelname)s [%(hostname)s:%(process)d] ..." on 2 nodes; spot-g5-32's agent and
+    # workers are SIGKILLed: its console ends with step lines and no launcher report, while the two
+    # ranks of spot-g5-31 lose their peer ("Connection reset by peer") and its table lists them.
+    report = _run("t19_nodekill_n2_2x2_redirect")
+    assert report.verdict["hosts"] == ["spot-g5-32"] and not report.verdict["ranks"]
+    by_pid = {r.pid: r.rank for r in report.job.ranks}
+    assert by_pid[15775] is not None and by_pid[15777] is not None  # node 1's processes: the table's ranks
+    rk2 = next(f for f in report.findings if f.rule == "RK2")
+    assert "the node itself stopped" in rk2.summary and rk2.hosts == ["spot-g5-32"]

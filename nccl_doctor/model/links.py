@@ -132,15 +132,25 @@ _NUMBER = re.compile(r"(?<![0-9])[0-9]{2,10}(?![0-9])")
 
 
 def _link_pid_files(events: list[Event], uf: _Union) -> None:
-    """A file a process named after its pid (a script's ``logs/<host>-<pid>.log``), which no line of
-    it ties to a rank: torchrun's failure table names each worker's pid and rank. Only a number of
-    the file's name that is one listed pid, of one rank, links the file."""
+    """torchrun's failure table names each worker's host, pid and rank: a process its lines know by
+    host and pid only is that rank, and so is a file a process named after its pid (a script's
+    ``logs/<host>-<pid>.log``) that no line of it ties to a rank (only a number of the file's name
+    that is one listed pid, of one rank, links the file)."""
     pid_ranks: dict[int, set[int]] = defaultdict(set)
+    host_pid_ranks: dict[tuple, set[int]] = defaultdict(set)
     for ev in events:
         if ev.kind == "elastic_cfe" and isinstance(ev.get("pid"), int) and isinstance(ev.get("rank"), int):
             pid_ranks[ev.get("pid")].add(ev.get("rank"))
+            if ev.get("host"):
+                host_pid_ranks[(str(ev.get("host")).split(".", 1)[0], ev.get("pid"))].add(ev.get("rank"))
     if not pid_ranks:
         return
+    # A process known by the host and pid its lines name (a logging format's "[host:pid]"), of a
+    # row of the table: that row's rank.
+    for key in [k for k in uf.parent if k[0] == "proc" and isinstance(k[1], str)]:
+        ranks = host_pid_ranks.get((key[1].split(".", 1)[0], key[2]), set())
+        if len(ranks) == 1:
+            uf.union(("rank", next(iter(ranks))), key)
     for key in [k for k in uf.parent if k[0] == "file"]:
         stem = os.path.basename(key[1]).rsplit(".", 1)[0]
         hits = {int(n) for n in _NUMBER.findall(stem)} & pid_ranks.keys()
