@@ -173,6 +173,8 @@ KINDS: dict[str, str] = {
     "slurm_step_stop": "by_srun | forced | aborted: srun ending its job step itself (kill-on-bad-exit, after a task's death) "
     "or an outside cancel reaching it: tasks reported after it were stopped",
     "py_stack_timeout": "after: faulthandler's 'Timeout (0:00:10)!' heading a dump of the process's stacks (info)",
+    "shell_job_died": "script, pid, what, code, sig: bash's report of a background job dead of a signal ('launch.sh: "
+                      "line 43: 18886 Killed  RANK=$i python train.py') (error)",
     "loguru_caught": "func, process, caught_pid: loguru's 'An error has been caught in function ..., process ... (PID)', "
                      "heading its own copy of the traceback (info)",
     "py_stack": "current, tid, frames: one thread of a faulthandler dump, its frame lines joined ('File \"x.py\", "

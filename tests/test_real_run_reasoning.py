@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from nccl_doctor import analyze
 from nccl_doctor.evidence.facts import count_ranks
 from nccl_doctor.model.links import _host_in_path
@@ -381,3 +383,24 @@ def test_a_node_killed_with_its_processes_is_named_by_the_host_its_lines_give():
     assert by_pid[15775] is not None and by_pid[15777] is not None  # node 1's processes: the table's ranks
     rk2 = next(f for f in report.findings if f.rule == "RK2")
     assert "the node itself stopped" in rk2.summary and rk2.hosts == ["spot-g5-32"]
+
+
+# (case, culprit rank, words its RK1/RK2 finding must hold): ranks started by a shell loop, no launcher
+SHELL_LOOP = [
+    # bash: "launch20.sh: line 43: 18886 Killed   RANK=$i ..." -- a pid, no rank; ranks 0-2 lost rank 3
+    ("t20_kill_r3_w4_nodeproc", 3, "RK1", "Killed (SIGKILL; pid 18886"),
+    ("t20_segv_r2_w3_outlog", 2, "RK1", "Segmentation fault (SIGSEGV; pid 19007"),
+    # rank 1's last line: "[1] ERROR: step 12: label 12 out of range for 10 classes in batch 49"
+    ("t20_exit1_r1_w4_rankout", 1, "RK1", "label 12 out of range for 10 classes"),
+    # rank 0 hosts the store ("Timed out after 16 seconds waiting for clients. 3/4 clients joined"):
+    # ranks 1-2 waited for its key because rank 3 never started
+    ("t20_notstarted_r3_w4_rankout", 3, "RK2", "rank 3"),
+]
+
+
+@pytest.mark.parametrize(("case", "rank", "rule", "words"), SHELL_LOOP, ids=[c for c, *_ in SHELL_LOOP])
+def test_ranks_a_shell_loop_started_are_judged_from_their_own_files_and_the_shell(case, rank, rule, words):
+    report = _run(case)
+    assert report.verdict["ranks"] == [rank]
+    finding = next(f for f in report.findings if f.rule == rule and rank in f.ranks)
+    assert words in finding.summary

@@ -53,7 +53,8 @@ NETWORK_KINDS = ("nccl_ib_cqe", "nccl_connect_err", "nccl_ofi_error", "nccl_no_i
 CAUSE_KINDS = ("python_exception", "log_error", "cpp_terminate", "cuda_error", "cuda_oom", "signal", "xid", "oom_killer",
                "nccl_cuda_fail", "nccl_alloc_fail", "nccl_shm", "nccl_dup_gpu", "torch_nccl_error",
                "torch_nccl_err_kind", "torch_wd_exception", *NETWORK_KINDS, "elastic_cfe", "elastic_failed",
-               "slurm_task_exit", "mp_spawn_failed", "ds_exit", "mpi_abort", "slurm_node_fail", "ray_worker_died")
+               "slurm_task_exit", "mp_spawn_failed", "ds_exit", "mpi_abort", "slurm_node_fail", "ray_worker_died",
+               "shell_job_died")
 #: A rank waiting for a peer that never came (gloo's transport, the TCPStore): always a consequence.
 _TIMEOUT_ECHOES = ("gloo_timeout", "torch_store_timeout", "torch_barrier_missing")
 #: A rank's own error lines that may be no more than the echo of another rank's failure.
@@ -61,7 +62,7 @@ _OWN_ERRORS = ("python_exception", "cpp_terminate", "torch_wd_exception", "torch
                *_TIMEOUT_ECHOES)
 #: Launcher/host reports about a process (not the process's own words).
 _REPORTS = ("elastic_cfe", "elastic_failed", "slurm_task_exit", "mp_spawn_failed", "ds_exit", "mpi_abort",
-            "slurm_node_fail", "ray_worker_died")
+            "slurm_node_fail", "ray_worker_died", "shell_job_died")
 
 
 #: A failure table's traceback field that holds an exception (torchrun @record), not a signal note.
@@ -204,6 +205,8 @@ def _classify_exit(ev: Event, job_timed_out: bool) -> tuple[str, str] | None:
         # (deepspeed/launcher/launch.py: `cmd` is left over from its spawn loop): no rank from it.
         sig = _signal_of(code)
         return "exit", f"exit code {code}{f' ({sig})' if sig else ''} of a child of the DeepSpeed launcher (which one it does not say)"
+    if k == "shell_job_died":
+        return "exit", f"{get('what')} ({get('sig')}; pid {get('pid')}, as the shell that started it reports; which rank it does not say)"
     if k == "ray_worker_died":
         how = str(get("exit_type") or "").strip()
         return "exit", f"its worker process died (Ray{': ' + how if how else ''}; which one Ray's line does not say)"

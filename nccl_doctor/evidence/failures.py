@@ -226,6 +226,8 @@ def failures(job: JobModel) -> list[Failure]:
     merged: dict[tuple, Failure] = {}
     for ev in job.by_kind(*CAUSE_KINDS):
         st = owner(job, ev)
+        if ev.kind == "log_error" and st is None and ev.rank is None:
+            continue  # an error line of nobody's (a shared console's "ERROR: ..."): no rank's last word
         cls = classify(ev, job_timed_out, st is not None and id(st) in timed) or outside_sigterm(job, ev) \
             or srun_first_kill(job, ev)
         if cls is None or echoed_exit(job, ev, echo) or is_wrapper_echo(job, ev) or forced_kill(job, ev):

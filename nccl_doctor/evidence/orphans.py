@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 #: Launcher reports of a child's end that do not say which child: DeepSpeed's exit line, Ray's
 #: "The actor is dead because its worker process has died".
-_NODE_REPORTS = ("ds_exit", "ray_worker_died")
+_NODE_REPORTS = ("ds_exit", "ray_worker_died", "shell_job_died")
 
 
 def _reported_worker(job: JobModel, report) -> int | None:

@@ -67,6 +67,15 @@ def _barrier(job: JobModel) -> list[Statement]:
     return out
 
 
+def _waited_for_clients(job: JobModel, rank: int) -> bool:
+    """The rank's own line says the store it hosts timed out "waiting for clients. 3/4 clients
+    joined" (init_method env:// without torchrun: rank 0 hosts the store): it never published its
+    key because a client never came."""
+    st = job.known_ranks().get(rank)
+    return st is not None and any("waiting for clients" in str(e.get("err") or e.text) for e in st.events
+                                  if e.kind in ("torch_store_timeout", "python_exception"))
+
+
 def _store_keys(job: JobModel) -> list[Statement]:
     """Waiters that timed out on one store key ending in a rank number, and that rank is not one of them."""
     waits: dict[str, dict[tuple, Event]] = defaultdict(dict)
@@ -89,6 +98,8 @@ def _store_keys(job: JobModel) -> list[Statement]:
         waiters = {global_rank(job, e) for e in by_writer.values()} - {None}
         if rank in waiters or (job.ranks_expected and rank >= job.ranks_expected):
             continue  # nobody waits for its own key; a number beyond the world is not a rank
+        if _waited_for_clients(job, rank):
+            continue  # it hosts the store and itself waited for a client that never came: not the cause
         evs = list(by_writer.values())
         ms = next((int(_KEYS.search(str(e.get("err") or e.get("msg"))).group("ms")) for e in evs), None)
         out.append(Statement([rank], f"{plural(len(evs), 'process')} waited {fmt_ms(ms)} for the store key "
