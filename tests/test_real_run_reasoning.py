@@ -345,6 +345,10 @@ def test_a_ranks_own_file_named_by_host_and_pid_makes_its_absence_a_hint_only():
     rk2 = [f for f in report.findings if f.rule == "RK2"]
     assert all(f.severity.value == "warning" and "hint" in f.summary for f in rk2)
     assert not any("wrote no line" in f.summary for f in rk2)
+    # logs/vm-11724.log raised the ValueError spawn's parent quotes as process 1's: one failure, not two
+    rk1 = next(f for f in report.findings if f.rule == "RK1")
+    assert rk1.summary.startswith("rank 1 failed first: ValueError: sample 197") and "unknown rank" not in rk1.summary
+    assert any(e.file.endswith("vm-11724.log") for e in rk1.evidence)
 
 
 def test_rank_kv_after_a_bracketed_level_gives_the_step_its_rank():

@@ -134,6 +134,7 @@ def pair_loose_traceback(job: JobModel, out: list[Failure], echo_ranks: set[int]
         elif not exits and (rank := _only_unspoken_rank(job, file)) is not None:
             f.rank, f.state = rank, job.known_ranks().get(rank)
             f.host = f.host or job.rank_hosts.get(rank)
+    _own_copy_of_relayed(job, out, drop)
     # A rank now named twice (its log-dir file and the console both hold the dump): one failure.
     first: dict[int, Failure] = {}
     for f in out:
@@ -145,6 +146,28 @@ def pair_loose_traceback(job: JobModel, out: list[Failure], echo_ranks: set[int]
         else:
             first.setdefault(f.rank, f)
     return [f for f in out if id(f) not in drop]
+
+
+def _own_copy_of_relayed(job: JobModel, out: list[Failure], drop: set[int]) -> None:
+    """torch.multiprocessing.spawn's parent quotes a child's traceback ("-- Process 1 terminated with
+    the following error:"): the child's own log (a script's logs/<host>-<pid>.log, which no rank
+    claims) that raised that exception word for word, the only one to, is that rank's copy of the
+    same failure, not another process's."""
+    claimed = {f for st in job.ranks if st.rank is not None for f in st.files}
+    relayed = [g for g in out if id(g) not in drop and g.rank is not None and g.label is None and not g.exit_only
+               and any(e.kind == "mp_spawn_failed" for e in g.events)]
+    copies: dict[int, list[Failure]] = defaultdict(list)
+    for f in out:
+        if id(f) in drop or f.rank is not None or f.label is not None or f.exit_only or f.events[0].file in claimed:
+            continue
+        twin = _twin(f, relayed)
+        if twin is not None:
+            copies[id(twin)].append(f)
+    for g in relayed:
+        found = copies.get(id(g), [])
+        if len(found) == 1:
+            g.events = [*g.events, *found[0].events]
+            drop.add(id(found[0]))
 
 
 def _twin(f: Failure, fs: list[Failure]) -> Failure | None:
