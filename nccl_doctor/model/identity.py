@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from ..events import Event, by_place
-from .links import _Union, link_launcher_maps
+from .links import _Union, link_launcher_maps, table_pid_ranks
 
 #: Only explicit words: "worker-1" or "node-3" in a file name is usually a host, not a rank.
 _FILE_RANK = re.compile(r"(?:^|[^a-z])(?:rank|task)[-_.]?(\d{1,7})(?:\D|$)", re.I)
@@ -174,10 +174,7 @@ def _loguru_relayed(events: list[Event]) -> None:
     are that rank's (else a copy of a timeout would count as one more process that timed out)."""
     if not any(ev.kind == "loguru_caught" for ev in events):
         return
-    pid_ranks: dict[int, set[int]] = defaultdict(set)
-    for ev in events:
-        if ev.kind == "elastic_cfe" and isinstance(ev.get("pid"), int) and isinstance(ev.get("rank"), int):
-            pid_ranks[ev.get("pid")].add(ev.get("rank"))
+    pid_ranks = table_pid_ranks(events)
     relaying: tuple[str, int] | None = None
     for ev in events:
         if ev.kind == "loguru_caught":

@@ -131,20 +131,32 @@ def _host_in_path(path: str, hosts: dict) -> str | None:
 _NUMBER = re.compile(r"(?<![0-9])[0-9]{2,10}(?![0-9])")
 
 
+def _table_rows(events: list[Event]) -> list[Event]:
+    """torchrun's failure-table rows that name both a worker's pid and its rank."""
+    return [ev for ev in events if ev.kind == "elastic_cfe" and isinstance(ev.get("pid"), int)
+            and isinstance(ev.get("rank"), int)]
+
+
+def table_pid_ranks(events: list[Event]) -> dict[int, set[int]]:
+    """pid -> the ranks torchrun's failure tables give it (one, unless pids were reused)."""
+    out: dict[int, set[int]] = defaultdict(set)
+    for ev in _table_rows(events):
+        out[ev.get("pid")].add(ev.get("rank"))
+    return out
+
+
 def _link_pid_files(events: list[Event], uf: _Union) -> None:
     """torchrun's failure table names each worker's host, pid and rank: a process its lines know by
     host and pid only is that rank, and so is a file a process named after its pid (a script's
     ``logs/<host>-<pid>.log``) that no line of it ties to a rank (only a number of the file's name
     that is one listed pid, of one rank, links the file)."""
-    pid_ranks: dict[int, set[int]] = defaultdict(set)
-    host_pid_ranks: dict[tuple, set[int]] = defaultdict(set)
-    for ev in events:
-        if ev.kind == "elastic_cfe" and isinstance(ev.get("pid"), int) and isinstance(ev.get("rank"), int):
-            pid_ranks[ev.get("pid")].add(ev.get("rank"))
-            if ev.get("host"):
-                host_pid_ranks[(str(ev.get("host")).split(".", 1)[0], ev.get("pid"))].add(ev.get("rank"))
+    pid_ranks = table_pid_ranks(events)
     if not pid_ranks:
         return
+    host_pid_ranks: dict[tuple, set[int]] = defaultdict(set)
+    for ev in _table_rows(events):
+        if ev.get("host"):
+            host_pid_ranks[(str(ev.get("host")).split(".", 1)[0], ev.get("pid"))].add(ev.get("rank"))
     # A process known by the host and pid its lines name (a logging format's "[host:pid]"), of a
     # row of the table: that row's rank.
     for key in [k for k in uf.parent if k[0] == "proc" and isinstance(k[1], str)]:
