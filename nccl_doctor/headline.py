@@ -88,10 +88,11 @@ def _who(lead: Finding | None, ranks: list[int], hosts: list[str], host_limit: i
     if ranks:
         name = f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {fmt_ranks(ranks, limit=3)}"
         return f"{name} ({where})" if where else name
+    if lead is not None and lead.subject and (not hosts or lead.hosts == hosts):
+        return lead.subject  # who the finding names instead of a rank ("a node that --nnodes expects",
+        # "the node n2 (2 processes)")
     if hosts:
         return f"a process on {where}" if lead is not None and len(hosts) == 1 else where
-    if lead is not None and lead.subject:
-        return lead.subject  # who the finding names instead of a rank ("a node that --nnodes expects")
     return "a process (rank unknown)" if lead is not None else ""
 
 

@@ -280,7 +280,7 @@ from .failures import (  # noqa: E402
     job_failed,
     killed_ranks,
 )
-from .silent import silent_ranks  # noqa: E402
+from .silent import StoppedNode, silent_ranks, stopped_node  # noqa: E402
 from .suspects import (  # noqa: E402
     EARLY_SEQ,
     Suspect,
@@ -308,7 +308,7 @@ __all__ = [
     "expand_tasks", "failures",
     "file_host", "first_failure", "first_ts", "fmt_ms", "fmt_ranks", "global_rank", "host_of", "int_in", "job_failed",
     "killed_ranks", "lagging_ranks", "line_key", "name_ranks", "owner", "per_rank_layout", "pg_label",
-    "plural", "proc_key", "silent_ranks", "stage_outliers", "state_for_pid", "still_starting", "strongest",
+    "plural", "proc_key", "silent_ranks", "stage_outliers", "StoppedNode", "stopped_node", "state_for_pid", "still_starting", "strongest",
     "suspects_summary", "timed_out_states", "timeout_origin", "timeouts_by_pg", "watchdog_kills", "writer",
     "writer_last_line",
 ]

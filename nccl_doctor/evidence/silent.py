@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ..model import JobModel, RankState
@@ -18,7 +19,7 @@ from ..model.job import ERROR_KINDS
 from ..model.links import rank_list
 from . import stacks
 from .dumps import dump_facts
-from .endings import host_of_rank, quiet_odd_ones
+from .endings import Ending, host_of_rank, lost_peer_only, quiet_odd_ones
 from .facts import _per_job, file_host, int_in, name_ranks, per_rank_layout, pg_label, plural
 from .failures import failures, job_failed, killed_ranks
 from .hang import silent_hang
@@ -266,3 +267,32 @@ def _silent_in_timeouts(job: JobModel, add: Callable[[Suspect], None], quiet: Ca
                     f"{plural(len(pt.ranks), 'rank')} timed out"
                     + (f" in SeqNum {pt.seq}" if pt.seq is not None else ""),
                     "high" if per_rank else "medium" if sure else "low", st.events[-1:], confirmed=sure))
+
+
+@dataclass
+class StoppedNode:
+    """A node that went away with its processes: ranks lost a peer, and the processes of unknown
+    rank there stopped with no error and no launcher report from that host."""
+    host: str
+    states: list[RankState]  # its processes (their ranks not in the logs)
+    lost: list[Ending]  # the ranks that lost the connection to a peer
+
+
+@_per_job
+def stopped_node(job: JobModel) -> StoppedNode | None:
+    """Nothing names a silent rank, ranks only lost a peer (``lost_peer_only``), and the only
+    processes of unknown rank (their lines name their host and pid) are all on one host, none of
+    them with an error, with no launcher report from that host: that node went away with its
+    processes (the node died, or its agent was killed)."""
+    if silent_ranks(job):
+        return None
+    lost = lost_peer_only(job)
+    rankless = [r for r in job.ranks if r.rank is None and r.host and r.events]
+    hosts = {r.host for r in rankless}
+    if not lost or len(hosts) != 1 or any(r.errors for r in rankless):
+        return None
+    host = next(iter(hosts))
+    if any(end.state is not None and end.state.host == host for end in lost) or \
+            any(file_host(job, ev.file) == host for ev in job.by_kind("elastic_failed", "elastic_cfe")):
+        return None
+    return StoppedNode(host, rankless, lost)

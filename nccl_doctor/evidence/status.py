@@ -2,7 +2,8 @@
 
 * failed: the rank's own error is a cause (a crash, not the echo of someone else's failure);
 * lagging: behind the SeqNum the others waited in, or named by a desync report;
-* silent: wrote nothing / stopped early with no error while the others went on;
+* silent: wrote nothing / stopped early with no error while the others went on (or went away
+  with their node);
 * timed_out: it waited in a collective (or its watchdog was killed) - a consequence;
 * ok: none of these.
 
@@ -34,6 +35,9 @@ def assign_statuses(job: JobModel) -> None:
     for s in facts.silent_ranks(job):
         if s.confirmed:
             mark(s.state, s.rank, "silent")
+    node = facts.stopped_node(job)
+    for st in node.states if node is not None else ():
+        mark(st, None, "silent")  # its processes went away with the node
     # A rank whose watchdog hung while the others' collectives timed out is the odd one out.
     if facts.timeouts_by_pg(job):
         waited = {id(r.state) for p in facts.timeouts_by_pg(job).values() for r in p.reports}

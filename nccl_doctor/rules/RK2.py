@@ -46,9 +46,9 @@ def _unknown_peer(job: JobModel, rule: Rule) -> list[Finding]:
     lost = lost_peer_only(job)
     if not lost:
         return []
-    node = _stopped_node(job, lost, rule)
+    node = facts.stopped_node(job)
     if node is not None:
-        return [node]
+        return [_stopped_node(node, rule)]
     summary = (f"{plural(len(lost), 'rank')} ({fmt_ranks(e.rank for e in lost)}) lost the connection to a peer, "
                "and no rank in these logs failed on its own: the process that went away left no error here "
                "(its log is not among these, or it exited without a word); nothing here singles it out")
@@ -56,25 +56,15 @@ def _unknown_peer(job: JobModel, rule: Rule) -> list[Finding]:
     return [rule.finding(summary, confidence="low", evidence=evidence, first_seen=facts.first_ts(evidence))]
 
 
-def _stopped_node(job: JobModel, lost: list, rule: Rule) -> Finding | None:
-    """Ranks lost a peer, and the only processes of unknown rank (their lines name their host and
-    pid) are all on one host, none of them with an error, and no launcher report comes from that
-    host: that node went away with its processes (the node died, or its agent was killed)."""
-    rankless = [r for r in job.ranks if r.rank is None and r.host and r.events]
-    hosts = {r.host for r in rankless}
-    if len(hosts) != 1 or any(r.errors for r in rankless):
-        return None
-    host = next(iter(hosts))
-    if any(end.state is not None and end.state.host == host for end in lost) or \
-            any(facts.file_host(job, ev.file) == host for ev in job.by_kind("elastic_failed", "elastic_cfe")):
-        return None
+def _stopped_node(node: facts.StoppedNode, rule: Rule) -> Finding:
+    lost, n = node.lost, len(node.states)
     summary = (f"{plural(len(lost), 'rank')} ({fmt_ranks(e.rank for e in lost)}) lost the connection to a peer, "
-               f"while the {plural(len(rankless), 'process')} on {host} (their ranks not in the logs) stopped "
+               f"while the {plural(n, 'process')} on {node.host} (their ranks not in the logs) stopped "
                "with no error, and that node's log ends with no launcher report: the node itself stopped "
                "(it died, lost power or its agent was killed)")
-    evidence = [r.events[-1] for r in rankless][:3] + [e for end in lost for e in end.events[:1]][:3]
-    return rule.finding(summary, confidence="medium", hosts=[host], evidence=evidence, blame_hosts=[host],
-                        first_seen=facts.first_ts(evidence))
+    evidence = [r.events[-1] for r in node.states][:3] + [e for end in lost for e in end.events[:1]][:3]
+    return rule.finding(summary, confidence="medium", hosts=[node.host], evidence=evidence, blame_hosts=[node.host],
+                        first_seen=facts.first_ts(evidence), subject=f"the node {node.host} ({plural(n, 'process')})")
 
 
 def _hint(rule: Rule, suspects: list[facts.Suspect]) -> Finding:
