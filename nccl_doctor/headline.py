@@ -164,7 +164,7 @@ def _followed(job: JobModel, wait: Finding | None, after: bool, short: bool) -> 
         return ""
     pg, main = next(iter(groups.items()))  # the group most ranks timed out in
     n = sum(1 for r in main.reports if main.seq is None or r.seq == main.seq)
-    where = (main.op or "a collective") + (f" #{main.seq}" if main.seq is not None else "")
+    where = facts.waited_in(main) + (f" #{main.seq}" if main.seq is not None else "")
     if pg != "default" and not short:
         where += " of " + facts.pg_label(pg)
     return f"{plural(n, 'rank')} {'then ' if after else ''}timed out in {where}"

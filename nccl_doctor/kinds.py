@@ -160,6 +160,8 @@ KINDS: dict[str, str] = {
     "operation to complete'",
     # ---- errors of any process (Python, CUDA, C++, signals) ----
     "traceback_start": "'Traceback (most recent call last):'",
+    "torch_c10d_frame": "srcline, op: a traceback frame in torch.distributed's distributed_c10d.py ('File \".../"
+    "distributed_c10d.py\", line 2753, in send'): the torch.distributed call the process raised in",
     "python_exception": "exc_type, msg: last line of a traceback 'RuntimeError: ...' (exc_type is dotted name)",
     "log_error": "level (ERROR|CRITICAL), rank, msg: a logging record at error level that names its writer's rank "
     "(Accelerate's '[RANK n]'): that rank's own words, a cause only as its last word",

@@ -305,8 +305,9 @@ def test_logurus_own_copy_of_an_exception_is_the_ranks_its_pid_names():
     assert caught == {5401: 1, 5402: 2, 5400: 0}
     mn3 = next(f for f in report.findings if f.rule == "MN3")
     assert mn3.ranks == [0, 1, 2]
-    # gloo's "Timed out waiting 15000ms for recv" never names the group (here a data-parallel subgroup)
-    assert "waited 15 s in a collective;" in mn3.summary and "default group" not in mn3.summary
+    # gloo's "Timed out waiting 15000ms for recv" never names the group (here a data-parallel subgroup);
+    # the ranks' tracebacks stop in torch.distributed's all_reduce (console.log: "..., in all_reduce")
+    assert "waited 15 s in all_reduce;" in mn3.summary and "default group" not in mn3.summary
 
 
 def test_a_loguru_record_with_a_rank_tag_is_that_ranks_step():
@@ -408,3 +409,45 @@ def test_ranks_a_shell_loop_started_are_judged_from_their_own_files_and_the_shel
     assert report.verdict["ranks"] == [rank]
     finding = next(f for f in report.findings if f.rule == rule and rank in f.ranks)
     assert words in finding.summary
+
+
+def test_a_point_to_point_message_of_another_size_is_the_senders():
+    # Pipeline stages (train21.py): rank 2 aborts in gloo on 1152 bytes where its recv posted 1024
+    # ("Received data size doesn't match expected size", console.err:188, no rank prefix); rank 3's
+    # traceback stops in recv, rank 1's in send ("distributed_c10d.py", line 2753, in send,
+    # console.err:261): rank 1 sent it (the fault struck rank 1).
+    report = _run("t21_shape_s1_w4_pp_split")
+    assert report.verdict["ranks"] == [1] and report.verdict["rule"] == "DSY1"
+    dsy = next(f for f in report.findings if f.rule == "DSY1")
+    assert "rank 1 is the one rank that was sending point-to-point" in dsy.summary
+    assert any(e.line == 261 and e.rank == 1 and e.text.endswith(", in send") for e in dsy.evidence)
+
+
+def test_a_scripts_own_line_about_the_timeout_it_reraises_is_no_third_process():
+    # 3 stages; stage 0 hangs. "[pp 2/3] ERROR pipeline step failed: RuntimeError: ... Timed out
+    # waiting 15000ms for recv" (console.log:139, no rank) comes right before torch's "[rank2]:"
+    # traceback of the same timeout (:154); the same for rank 1 (:155, :170). Two ranks timed out.
+    report = _run("t21_hang_s0_w3_pp_tee")
+    assert report.verdict["ranks"] == [0]
+    assert "; 2 ranks then timed out" in report.verdict["headline"]
+    mn3 = next(f for f in report.findings if f.rule == "MN3")
+    assert mn3.summary.startswith("2 ranks (1-2) waited 15 s")
+
+
+def test_timeouts_whose_tracebacks_stop_in_send_or_recv_are_point_to_point():
+    # 4 stages; stage 2 sleeps before its recv. Ranks 0 and 1 time out in distributed_c10d's send
+    # ("Timed out waiting 15000ms for send operation"), rank 3 in its recv: not a collective.
+    report = _run("t21_hang_s2_w4_bare_redirect")
+    assert report.verdict["ranks"] == [2]
+    assert "3 ranks then timed out in point-to-point recv/send" in report.verdict["headline"]
+
+
+def test_a_node_that_went_away_is_named_and_its_processes_are_silent():
+    # 2 nodes x 2; spot-g5-32 (agent and workers) SIGKILLed from outside: its two processes
+    # (pids in "[spot-g5-32:PID]" records, no rank) just stop; ranks 0-1 lose the connection.
+    report = _run("t19_nodekill_n2_2x2_redirect")
+    assert report.verdict["hosts"] == ["spot-g5-32"] and not report.verdict["ranks"]
+    assert report.verdict["headline"].startswith("the node spot-g5-32 (2 processes) went silent")
+    statuses = [(r.host, r.rank, r.status) for r in report.job.ranks]
+    assert [s for h, _r, s in statuses if h == "spot-g5-32"] == ["silent", "silent"]
+    assert sorted(r for h, r, s in statuses if h == "spot-g5-31" and s != "silent") == [0, 1]

@@ -299,6 +299,7 @@ from .timeouts import (  # noqa: E402
     WatchdogKill,
     timed_out_states,
     timeouts_by_pg,
+    waited_in,
     watchdog_kills,
 )
 
@@ -309,6 +310,6 @@ __all__ = [
     "file_host", "first_failure", "first_ts", "fmt_ms", "fmt_ranks", "global_rank", "host_of", "int_in", "job_failed",
     "killed_ranks", "lagging_ranks", "line_key", "name_ranks", "owner", "per_rank_layout", "pg_label",
     "plural", "proc_key", "silent_ranks", "stage_outliers", "StoppedNode", "stopped_node", "state_for_pid", "still_starting", "strongest",
-    "suspects_summary", "timed_out_states", "timeout_origin", "timeouts_by_pg", "watchdog_kills", "writer",
+    "suspects_summary", "timed_out_states", "timeout_origin", "timeouts_by_pg", "waited_in", "watchdog_kills", "writer",
     "writer_last_line",
 ]

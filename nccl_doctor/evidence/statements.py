@@ -27,6 +27,7 @@ from ..events import Event
 from ..model import JobModel
 from ..model.links import rank_list
 from .facts import _per_job, fmt_ms, global_rank, int_in, name_ranks, owner, plural, writer
+from .timeouts import c10d_call
 
 #: TORCH_DISTRIBUTED_DEBUG=DETAIL's check of every collective's fingerprint across ranks.
 FINGERPRINT_MISMATCH = re.compile(r"Detected mismatch between collectives on ranks")
@@ -113,3 +114,29 @@ def mismatch_reports(job: JobModel) -> tuple[list[Event], list[Event]]:
     errors = job.by_kind("python_exception", "cpp_terminate", "torch_wd_exception")
     return ([e for e in errors if TRANSPORT_MISMATCH.search(e.text)],
             [e for e in errors if FINGERPRINT_MISMATCH.search(e.text)])
+
+
+#: torch.distributed's blocking point-to-point sends (a non-blocking isend raises from the script's
+#: own ``work.wait()``, which names no direction).
+_SENDS = frozenset(("send", "send_object_list"))
+
+
+@_per_job
+def mismatch_sender(job: JobModel) -> tuple[int, Event] | None:
+    """(rank, its frame) of the process that sent the data of another size a receiver aborted on.
+
+    gloo's enforce fires in the *receiver*, which cannot say who deviated. In a point-to-point
+    exchange (pipeline stages) the sender is the one other rank whose traceback stops in a blocking
+    ``send``: the connection broke under it when the receiver died. Several such ranks (or none)
+    single out nobody; a collective's tracebacks stop in the collective, never in ``send``."""
+    torn, _ = mismatch_reports(job)
+    if not torn:
+        return None
+    receivers = {global_rank(job, e) for e in torn}
+    sending: dict[int, Event] = {}
+    for st in job.ranks:
+        if st.rank is None or st.rank in receivers:
+            continue
+        if c10d_call(st) in _SENDS:
+            sending[st.rank] = next(e for e in reversed(st.events) if e.kind == "torch_c10d_frame")
+    return next(iter(sending.items())) if len(sending) == 1 else None

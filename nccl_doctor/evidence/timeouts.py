@@ -118,6 +118,36 @@ def _echo_work(ev: Event) -> dict | None:
     return {k: (int(v) if k != "op" else v) for k, v in m.groupdict().items() if v is not None}
 
 
+#: torch.distributed's point-to-point calls: a traceback stopping in one was sending or receiving,
+#: not in a collective.
+P2P_CALLS = frozenset(("send", "recv", "isend", "irecv", "batch_isend_irecv", "send_object_list",
+                       "recv_object_list"))
+
+
+def c10d_call(st: RankState | None) -> str | None:
+    """The torch.distributed call a process's last traceback stopped in (its innermost frame in
+    distributed_c10d.py, the last one printed), or None."""
+    for e in reversed(st.events if st is not None else ()):
+        if e.kind == "torch_c10d_frame":
+            return e.get("op")
+    return None
+
+
+def waited_in(pt: PgTimeouts) -> str:
+    """Where a group's ranks waited, in words: the collective their lines name; else the call
+    their tracebacks stop in ("point-to-point recv/send" when each is one of those); else "a
+    collective" (gloo's transport timeouts name none)."""
+    if pt.op:
+        return pt.op
+    calls = {c10d_call(r.state) for r in pt.reports}
+    if calls and None not in calls:
+        if calls <= P2P_CALLS:
+            return "point-to-point " + "/".join(sorted(calls))
+        if len(calls) == 1:
+            return next(iter(calls))
+    return "a collective"
+
+
 @_per_job
 def timeouts_by_pg(job: JobModel) -> dict[str, PgTimeouts]:
     """Per process group (``pg_key``), every rank's collective timeout, de-duplicated."""
@@ -160,6 +190,7 @@ def timeouts_by_pg(job: JobModel) -> dict[str, PgTimeouts]:
             rt = merged[key] = RankTimeout(rank=rank, state=st, pg=pg)
         _merge_timeout(rt, ev, fields)
     _fold_unranked(merged)
+    _fold_told_twice(merged)
     _drop_relays(merged, job.ranks_expected)
     out: dict[str, PgTimeouts] = {}
     for rt in merged.values():
@@ -184,6 +215,40 @@ def _fold_unranked(merged: dict[tuple, RankTimeout]) -> None:
             for ev in rt.events:
                 _merge_timeout(same[0], ev, {"enq": rt.enqueued, "comp": rt.completed})
             del merged[key]
+
+#: How far (lines) a script's own log of an exception may come before torch's ranked copy of it.
+_TOLD_TWICE_LINES = 200
+
+
+def _fold_told_twice(merged: dict[tuple, RankTimeout]) -> None:
+    """A script that logs the exception it then lets go prints its timeout twice: its own line with
+    no rank ("[pp 2/3] ERROR pipeline step failed: RuntimeError: ... Timed out waiting ...") and then
+    torch's "[rank2]:" traceback of it. A timeout of no rank whose every line is followed, in its
+    file and within a traceback's length, by a ranked report of the same kind is those ranks'
+    own copy: not one more process (the nearest such report takes it)."""
+    loose = [(k, o) for k, o in merged.items() if o.rank is None]
+    if not loose:
+        return
+    ranked: dict[str, list[tuple[int, str, RankTimeout]]] = defaultdict(list)
+    for o in merged.values():
+        if o.rank is not None:
+            for e in o.events:
+                ranked[e.file].append((e.line, e.kind, o))
+    for after in ranked.values():
+        after.sort(key=lambda t: t[0])
+    for key, rt in loose:
+        takers = []
+        for ev in rt.events:
+            nearest = next((o for line, kind, o in ranked.get(ev.file, ())
+                            if ev.line < line <= ev.line + _TOLD_TWICE_LINES and kind == ev.kind), None)
+            if nearest is None or nearest.pg != rt.pg:
+                break
+            takers.append((nearest, ev))
+        else:
+            for o, ev in takers:
+                _merge_timeout(o, ev, {})
+            del merged[key]
+
 
 def _drop_relays(merged: dict[tuple, RankTimeout], world: int | None) -> None:
     """Timeouts of no rank that cannot all be other ranks (with the ranked ones they outnumber the

@@ -22,7 +22,7 @@ from ..evidence import facts, frtrace
 from ..evidence.dumps import Mismatch as DumpMismatch
 from ..evidence.dumps import dump_facts
 from ..evidence.facts import name_ranks, pg_label
-from ..evidence.statements import TRANSPORT_MISMATCH, mismatch_reports
+from ..evidence.statements import TRANSPORT_MISMATCH, mismatch_reports, mismatch_sender
 from ..evidence.steps import step_outlier
 from ..findings import Finding
 from ..model import JobModel
@@ -132,7 +132,17 @@ def _reported_mismatch(job: JobModel) -> list[Mismatch]:
                     + (f": {detail}" if detail else ""), ranks, [facts.host_of(job, e) for e in inconsistent],
                     inconsistent[:8], ranks))  # torch names them: "the ranks that caused the desync"
     torn, fingerprints = mismatch_reports(job)
-    if torn:
+    sender = mismatch_sender(job)
+    if torn and sender is not None:
+        # Point-to-point: the one rank whose traceback stops in send sent it (see mismatch_sender).
+        rank, frame = sender
+        who = name_ranks(facts.global_rank(job, e) for e in torn) or "a process"
+        out.append((f"gloo on {who} received data of another size than it posted "
+                    f"(\"{TRANSPORT_MISMATCH.search(torn[0].text).group(0)}\"), and rank {rank} is the one rank "
+                    f"that was sending point-to-point when the receiver died (its traceback stops in "
+                    f"{frame.get('op')}): it sent a tensor of another size than its peer expected",
+                    [rank], [facts.host_of(job, frame)], [*torn[:2], frame], [rank]))
+    elif torn:
         # The receiver cannot tell which side deviated: name no culprit, only what happened.
         who = name_ranks(facts.global_rank(job, e) for e in torn) or "a process"
         out.append((f"gloo on {who} received data of another size than its collective expected "

@@ -29,7 +29,7 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
     main_pg, main = next(iter(groups.items()))  # the group most ranks timed out in
     ranks = sorted({r for pt in groups.values() for r in pt.ranks})
     ms = main.ran_ms or (max(main.timeouts_ms) if main.timeouts_ms else None)
-    where = f"{main.op or 'a collective'}" + (f" SeqNum {main.seq}" if main.seq is not None else "") + \
+    where = facts.waited_in(main) + (f" SeqNum {main.seq}" if main.seq is not None else "") + \
         (f" of {pg_label(main_pg, main.desc)}" if main.named else "")
     at_seq = [r for r in main.reports if main.seq is None or r.seq == main.seq]
     elsewhere = [r for r in main.reports if r.seq is not None and r.seq != main.seq]
