@@ -118,8 +118,9 @@ class FastScanner(Scanner):
             # the record is then a suffix of the line, holding the line's literals that lie in it.
             # Open MPI's tag (removed mid-record too) and a second prefix inside take the general path.
             lf, body = stripper.strip(body)
-            if "openmpi_tag" in lf.get("launchers", ()) or gate.match(body) is not None:
-                return None
+            applied = lf.get("launchers", ())
+            if "openmpi_tag" in applied or "json_record" in applied or gate.match(body) is not None:
+                return None  # (a JSON record's text holds literals its line did not: the general path)
             hits = frozenset(lit for lit in hits if lit in body)
         if not body or body.isspace() or body.startswith("    "):
             return None  # (an indented line may be a traceback's quoted source, which is skipped)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from .jsonlog import decode as decode_json
 from .resources import parsers_dir
 
 _RAY_RANK = re.compile(r"\[rank=(\d{1,7})\]")
@@ -55,9 +56,8 @@ _NAMED = re.compile(r"\(\?P<\w+>")
 def _gate(launchers: tuple[Launcher, ...]) -> re.Pattern[str] | None:
     """One anchored alternation of every active prefix (group names removed): a single C-level
     ``match`` tells that a line has no launcher prefix, which is most lines."""
-    if not launchers:
-        return None
-    return re.compile("|".join(f"(?:{_NAMED.sub('(?:', lc.regex.pattern)})" for lc in launchers))
+    # (a JSON record's brace too: see jsonlog, decoded before any prefix inside it is looked for)
+    return re.compile("|".join([*(f"(?:{_NAMED.sub('(?:', lc.regex.pattern)})" for lc in launchers), r"\{"]))
 
 
 class LauncherStripper:
@@ -80,6 +80,12 @@ class LauncherStripper:
         applied: set[str] = set()
         outer = not nested  # only collectors (timestamps, pod names) stripped so far
         for _ in range(8):  # bounded: at most a few nested prefixes exist in practice
+            if rest.startswith("{"):
+                record = decode_json(rest)
+                if record is not None:  # a structured record: its writer, and the text it holds
+                    inner, rest = record
+                    fields = self.within(fields, inner) if fields else inner
+                    break
             if gate is None or gate.match(rest) is None:
                 break
             for lc in self.active:

@@ -253,6 +253,8 @@ class Scanner:
         # The line's launcher prefix first (an srun label, a kubectl timestamp): it belongs to every
         # record glued on the line, and a record start found after it is not a glued record.
         line_lf, body = stripper.strip(text)
+        if hits is not None and "json_record" in line_lf.get("launchers", ()):
+            hits = None  # a JSON record's text is not its line ("ERROR: ..." from a "level" key)
         for rec in split_glued(body):
             lf, rest = stripper.strip(rec, nested=True)
             lf = stripper.within(line_lf, lf)

@@ -3,10 +3,12 @@ and the ambiguous ones are enabled only where most lines carry them (real excerp
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from nccl_doctor.jsonlog import load_keys
 from nccl_doctor.launchers import LauncherStripper, detect_modes, load_launchers
 from nccl_doctor.records import split_glued
 
@@ -137,3 +139,32 @@ def test_pdsh_output_of_many_nodes_is_detected():
     letters = "abcdefghijklmnopqrst"
     words = [f"{a}{b}key: value" for a in letters for b in letters][:200]  # 200 distinct words
     assert "pdsh_host" not in detect_modes(words)
+
+
+JSON_SAMPLES = [pytest.param(s, id=f"json_record-{i}") for i, s in enumerate(load_keys()["samples"])]
+
+
+@pytest.mark.parametrize("sample", JSON_SAMPLES)
+def test_json_record_sample(sample):
+    fields, rest = LauncherStripper().strip(sample["line"])
+    assert "json_record" in fields["launchers"]
+    assert rest == sample["rest"]
+    for key, value in sample.get("fields", {}).items():
+        assert fields[key] == value
+
+
+@pytest.mark.parametrize("line", [
+    '{"step": 10, "loss": 2.1}',  # metrics, no message: not a record
+    '{"level": "ERROR", "msg": "cut mid-record',  # truncated
+    '[{"msg": "an array"}]',
+    '{' * 5000 + '}' * 5000,  # nested too deep to be a log record
+])
+def test_what_is_no_json_record_stays_the_line_it_is(line):
+    fields, rest = LauncherStripper().strip(line)
+    assert "json_record" not in fields.get("launchers", ())
+
+
+def test_a_json_record_behind_a_torchrun_prefix_keeps_both():
+    line = "[default1]:" + json.dumps({"level": "INFO", "rank": 5, "msg": "step 3"})
+    fields, rest = LauncherStripper().strip(line)
+    assert rest == "step 3" and fields["rank"] == 5 and fields["local_rank"] == 1

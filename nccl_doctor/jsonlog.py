@@ -1,0 +1,115 @@
+"""Structured log records: one JSON object per line (``parsers/launchers.toml``, ``[json_record]``).
+
+A record is decoded into what a launcher prefix would give (rank, local rank, host, pid, time) and
+the text the patterns read: its message (the object's own text when the message is one word, an
+event's name); at error level, the exception it carries (the last line of
+its traceback) or else the message as a printed ``ERROR: ...`` line, so that it is that writer's
+own error as a plain log's would be. Anything else (a truncated line, an array, an object with no
+message) is not a record and stays the line it is. Bounded: long lines are not decoded, and JSON
+nested too deep to decode is no record.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import tomllib
+from functools import lru_cache
+from pathlib import Path
+
+from .resources import parsers_dir
+
+#: Longest line decoded (a record with a long traceback fits; a megabyte of JSON is not a log line).
+MAX_LINE = 256 << 10
+#: Longest message or exception line kept (what a pattern reads of one record).
+MAX_TEXT = 4000
+
+
+@lru_cache(maxsize=4)
+def load_keys(directory: str | None = None) -> dict:
+    path = Path(directory or parsers_dir()) / "launchers.toml"
+    return tomllib.loads(path.read_text(encoding="utf-8")).get("json_record", {})
+
+
+def _lookup(obj: dict, keys: list[str], accept=lambda v: v is not None):
+    """The first value under ``keys`` that ``accept`` takes (a dotted key is a nested one)."""
+    for key in keys:
+        value = obj.get(key)
+        if value is None and "." in key:  # "log.level": {"log": {"level": ...}}
+            value = obj
+            for part in key.split("."):
+                value = value.get(part) if isinstance(value, dict) else None
+        if value is not None and accept(value):
+            return value
+    return None
+
+
+def _is_text(value) -> bool:
+    return isinstance(value, str)
+
+
+def _int(value) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if 0 <= value < 10**10 else None
+    if isinstance(value, str) and value.isdigit() and len(value) <= 10:
+        return int(value)
+    return None
+
+
+def _time(value) -> str | None:
+    """A record's time as an ISO text (timeparse reads it); epoch seconds (or milliseconds) too."""
+    if isinstance(value, str):
+        return value[:64]
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        secs = value / 1000.0 if value > 1e11 else float(value)
+        if not 0 < secs < 7.2e9:
+            return None
+        frac = f"{secs % 1:.6f}"[1:]
+        return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(secs)) + frac
+    return None
+
+
+def _last_line(exc) -> str:
+    """The exception line of a traceback held as one text (or as a list of lines)."""
+    if isinstance(exc, list):
+        exc = "\n".join(str(x) for x in exc[-50:])
+    if not isinstance(exc, str):
+        return ""
+    lines = [ln.strip() for ln in exc[-64 * 1024:].splitlines() if ln.strip()]
+    return lines[-1][:MAX_TEXT] if lines else ""
+
+
+def decode(text: str) -> tuple[dict, str] | None:
+    """(launcher fields, the record's text) of a JSON log record, or None when ``text`` is none."""
+    if not text.startswith("{") or len(text) > MAX_LINE:
+        return None
+    try:
+        obj = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    keys = load_keys()
+    msg = _lookup(obj, keys["message"], _is_text) if isinstance(obj, dict) else None
+    if msg is None:
+        return None
+    fields: dict = {"launchers": ["json_record"]}
+    for name in ("rank", "local_rank", "pid"):
+        value = _lookup(obj, keys[name], lambda v: _int(v) is not None)
+        if value is not None:
+            fields[name] = _int(value)
+    host = _lookup(obj, keys["host"], lambda v: isinstance(v, str) and 0 < len(v) <= 253)
+    if host is not None:
+        fields["host"] = host
+    ts = _lookup(obj, keys["time"], lambda v: _time(v) is not None)
+    if ts is not None:
+        fields["ts"] = _time(ts)
+    body = next((ln.strip() for ln in msg[:MAX_TEXT].splitlines() if ln.strip()), "")
+    level = _lookup(obj, keys["level"], _is_text)
+    if level is not None and level.upper() in keys["error_levels"]:
+        body = _last_line(_lookup(obj, keys["exception"], _last_line)) or (f"ERROR: {body}" if body else "")
+    elif " " not in body:
+        # One word is an event's name ('"event": "step", "iter": 12, "loss": 2.09'), not what it
+        # says: the patterns read the object's own keys, as in a line (training.toml's JSON counter).
+        body = text[1:]
+    return fields, body
