@@ -177,6 +177,13 @@ KINDS: dict[str, str] = {
     "py_stack_timeout": "after: faulthandler's 'Timeout (0:00:10)!' heading a dump of the process's stacks (info)",
     "shell_job_died": "script, pid, what, code, sig: bash's report of a background job dead of a signal ('launch.sh: "
                       "line 43: 18886 Killed  RANK=$i python train.py') (error)",
+    "worker_exit": "word, who, pid, code, sig: a home-grown launcher's report of a worker's end ('worker 3 (pid 3794) "
+                   "exited with code -6', 'FATAL: rank 2 terminated by signal 11', 'child 3887 exited with status -9'): "
+                   "who is the worker's index (worker, rank, gpu, proc) or its pid (child, pid) (error)",
+    "worker_mem_kill": "word, who: that launcher killing a worker for its memory ('memory watchdog: worker 2 rss 1.07 "
+                       "GiB > limit 0.98 GiB, killing') (error)",
+    "worker_started": "who | who2, pid: that launcher naming the pid it started a worker as ('started rank 3 as pid "
+                      "3887', 'worker 0 started (pid 3788)') (info)",
     "loguru_caught": "func, process, caught_pid: loguru's 'An error has been caught in function ..., process ... (PID)', "
                      "heading its own copy of the traceback (info)",
     "py_stack": "current, tid, frames: one thread of a faulthandler dump, its frame lines joined ('File \"x.py\", "

@@ -26,7 +26,8 @@ _NOT_HOSTS = {"INFO", "WARNING", "ERROR", "DEBUG", "CRITICAL", "srun", "slurmste
 #: Prefixes added by log collectors outside every launcher: ambiguous launcher prefixes may follow them.
 _COLLECTORS = frozenset({"k8s_timestamp", "kubectl_prefix", "ansi_remnant"})
 _DIGITS = re.compile(r"\d+")
-_MIN_SHARE = {"srun_label": 0.6, "pdsh_host": 0.8, "mpich_rank": 0.9, "torchrun_template": 0.8}
+_MIN_SHARE = {"srun_label": 0.6, "pdsh_host": 0.8, "mpich_rank": 0.9, "torchrun_template": 0.8,
+              "worker_label": 0.6}
 #: An unlabelled NCCL line proves that the stream is not labelled by the launcher.
 _BARE_NCCL = re.compile(r"^[\w.-]{1,253}:\d{1,10}:\d{1,10} \[\d{1,4}\] (?:NCCL )?(?:INFO|WARN)")
 
@@ -144,8 +145,9 @@ class LauncherStripper:
             fields["rank"] = int(g["rank"])
         if g.get("rank_kv") is not None:  # (a second spelling of the rank in one prefix: "rank=2" beside "[rank 2]")
             fields["rank"] = int(g["rank_kv"])
-        if g.get("local_rank") is not None:
-            fields["local_rank"] = int(g["local_rank"])
+        for key in ("local_rank", "lr_pipe", "lr_frac", "lr_host"):  # (one group per spelling of a label)
+            if g.get(key) is not None:
+                fields["local_rank"] = int(g[key])
         if g.get("host"):
             fields.setdefault("host", g["host"])
         if g.get("pod"):

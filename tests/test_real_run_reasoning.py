@@ -451,3 +451,31 @@ def test_a_node_that_went_away_is_named_and_its_processes_are_silent():
     statuses = [(r.host, r.rank, r.status) for r in report.job.ranks]
     assert [s for h, _r, s in statuses if h == "spot-g5-32"] == ["silent", "silent"]
     assert sorted(r for h, r, s in statuses if h == "spot-g5-31" and s != "silent") == [0, 1]
+
+
+def test_a_home_grown_launchers_labels_and_reports_name_the_rank():
+    # launch23.py relays each worker's pipes as "3/4: ..." and reports pids only: "started rank 3
+    # as pid 3887" (job.out:4), "child 3887 exited with status -9" (the first exit it saw); the
+    # others print "Connection closed by peer" behind their labels.
+    report = _run("t23_kill_r3_w4_frac_pids_redirect")
+    assert report.verdict["ranks"] == [3] and report.verdict["rule"] == "RK1"
+    assert "exit code -9 (SIGKILL), as its launcher reports" in report.verdict["headline"]
+    # "FATAL: rank 2 terminated by signal 11" (and no traceback of its own): SIGSEGV
+    report = _run("t23_segv_r2_w3_host_fatal_tee")
+    assert report.verdict["ranks"] == [2] and "exit code -11 (SIGSEGV)" in report.verdict["headline"]
+    # "memory watchdog: worker 2 rss 1.07 GiB > limit 0.98 GiB, killing" says why it got SIGKILL
+    report = _run("t23_oom_r2_w4_bracket_fatal_redirect")
+    assert report.verdict["ranks"] == [2] and "killed it for its memory" in report.verdict["headline"]
+
+
+def test_a_workers_label_seen_with_its_rank_elsewhere_names_the_one_that_never_said_it():
+    # "w0| [rank0]: ..." and "w2| [rank2]: ..." (job.err) show the label is the rank; "w1| step
+    # 10/30" (job.out:19) is worker 1's last line before it hung: rank 1 went silent, not missing.
+    report = _run("t23_hang_r1_w3_pipe_terse_split")
+    assert report.verdict["ranks"] == [1]
+    assert report.verdict["headline"].startswith("rank 1 went silent")
+    # logs/worker-1.log's "error: corrupt sample in shard 00001: ..." is worker 1's own word (one
+    # file per worker; the other workers' files show [rankN] beside their labels).
+    report = _run("t23_exit1_r1_w4_ts_files")
+    assert report.verdict["ranks"] == [1]
+    assert "logged error: corrupt sample in shard 00001" in report.verdict["headline"]

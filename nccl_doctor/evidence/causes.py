@@ -54,7 +54,7 @@ CAUSE_KINDS = ("python_exception", "log_error", "cpp_terminate", "cuda_error", "
                "nccl_cuda_fail", "nccl_alloc_fail", "nccl_shm", "nccl_dup_gpu", "torch_nccl_error",
                "torch_nccl_err_kind", "torch_wd_exception", *NETWORK_KINDS, "elastic_cfe", "elastic_failed",
                "slurm_task_exit", "mp_spawn_failed", "ds_exit", "mpi_abort", "slurm_node_fail", "ray_worker_died",
-               "shell_job_died")
+               "shell_job_died", "worker_exit", "worker_mem_kill")
 #: A rank waiting for a peer that never came (gloo's transport, the TCPStore): always a consequence.
 _TIMEOUT_ECHOES = ("gloo_timeout", "torch_store_timeout", "torch_barrier_missing")
 #: A rank's own error lines that may be no more than the echo of another rank's failure.
@@ -62,7 +62,7 @@ _OWN_ERRORS = ("python_exception", "cpp_terminate", "torch_wd_exception", "torch
                *_TIMEOUT_ECHOES)
 #: Launcher/host reports about a process (not the process's own words).
 _REPORTS = ("elastic_cfe", "elastic_failed", "slurm_task_exit", "mp_spawn_failed", "ds_exit", "mpi_abort",
-            "slurm_node_fail", "ray_worker_died", "shell_job_died")
+            "slurm_node_fail", "ray_worker_died", "shell_job_died", "worker_exit", "worker_mem_kill")
 
 
 #: A failure table's traceback field that holds an exception (torchrun @record), not a signal note.
@@ -205,6 +205,14 @@ def _classify_exit(ev: Event, job_timed_out: bool) -> tuple[str, str] | None:
         # (deepspeed/launcher/launch.py: `cmd` is left over from its spawn loop): no rank from it.
         sig = _signal_of(code)
         return "exit", f"exit code {code}{f' ({sig})' if sig else ''} of a child of the DeepSpeed launcher (which one it does not say)"
+    if k == "worker_mem_kill":
+        return "oom", f"its launcher killed it for its memory: {ev.text.strip()}"[:200]
+    if k == "worker_exit":
+        code = worker_exit_code(ev)
+        if _exit_is_consequence(code, None, job_timed_out) is not False:
+            return None
+        sig = _signal_of(code)
+        return "exit", f"exit code {code}{f' ({sig})' if sig else ''}, as its launcher reports"
     if k == "shell_job_died":
         return "exit", f"{get('what')} ({get('sig')}; pid {get('pid')}, as the shell that started it reports; which rank it does not say)"
     if k == "ray_worker_died":
@@ -215,6 +223,21 @@ def _classify_exit(ev: Event, job_timed_out: bool) -> tuple[str, str] | None:
             return "exit", f"exit code {get('code')} (mpirun: the first process to exit with a non-zero status)"
         return "exit", ev.text.strip()[:200]
     return None
+
+
+def worker_exit_code(ev: Event) -> int | None:
+    """A home-grown launcher's report (``worker_exit``) as an exit code: its status, or minus the
+    signal it names ("terminated by signal 11": -11, as torchrun reports a signal)."""
+    code = int_in(ev.get("code"))
+    if code is not None:
+        return code
+    sig = str(ev.get("sig") or "")
+    if sig.isdigit():
+        return -int(sig)
+    try:
+        return -signal.Signals[sig].value
+    except KeyError:
+        return None
 
 
 def _signal_of(code: int | None) -> str | None:

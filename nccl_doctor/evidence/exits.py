@@ -22,7 +22,7 @@ from typing import Any
 from ..events import Event
 from ..model import JobModel, RankState
 from ..model.links import rank_list
-from .causes import _OWN_ERRORS, _REPORTS, CAUSE_KINDS, classify
+from .causes import _OWN_ERRORS, _REPORTS, CAUSE_KINDS, classify, worker_exit_code
 from .facts import _per_job, global_rank, host_of, int_in, owner
 from .timeouts import timeouts_by_pg
 
@@ -75,6 +75,8 @@ def fail_ranks(job: JobModel, ev: Event) -> list[int | None]:
         return list(expand_tasks(ev.get("tasks"))) or [None]
     if ev.kind in ("elastic_cfe", "mpi_abort") and int_in(ev.get("rank")) is not None:
         return [int_in(ev.get("rank"))]
+    if ev.kind in ("worker_exit", "worker_mem_kill"):
+        return [_worker_rank(job, ev)]
     if ev.kind in ("elastic_failed", "elastic_cfe", "ds_exit", "oom_killer") and ev.get("pid") is not None:
         st = state_for_pid(job, ev.get("pid"), ev.get("host") or host_of(job, ev), ev.file)
         if st is not None:
@@ -82,6 +84,40 @@ def fail_ranks(job: JobModel, ev: Event) -> list[int | None]:
         if ev.kind == "elastic_failed" and (ev.file, int_in(ev.get("pid"))) in _table_ranks(job):
             return [_table_ranks(job)[(ev.file, int_in(ev.get("pid")))]]
     return [global_rank(job, ev)]
+
+
+#: How a home-grown launcher names a worker by its index (else by its pid: "child 3887").
+_INDEX_WORDS = ("worker", "rank", "gpu", "proc")
+
+
+def _worker_rank(job: JobModel, ev: Event) -> int | None:
+    """The rank a home-grown launcher's exit report is about: the worker's index, or its pid as the
+    launcher's own "started rank 3 as pid 3887" names it, or as the process's lines do."""
+    word = str(ev.get("word") or "").lower()
+    if word in _INDEX_WORDS:
+        return int_in(ev.get("who"))
+    pid = int_in(ev.get("pid")) if ev.get("pid") is not None else int_in(ev.get("who"))
+    started = _started_pids(job).get((_folder(ev.file), pid))
+    if started is not None:
+        return started
+    st = state_for_pid(job, pid, host_of(job, ev), ev.file)
+    return st.rank if st is not None else None
+
+
+def _folder(path: str) -> str:
+    return path.rpartition("/")[0]
+
+
+@_per_job
+def _started_pids(job: JobModel) -> dict[tuple[str, int | None], int]:
+    """(folder, pid) -> the rank a home-grown launcher says it started as that pid (worker_started);
+    a pid it names for two ranks names none."""
+    seen: dict[tuple[str, int | None], set[int]] = defaultdict(set)
+    for ev in job.by_kind("worker_started"):
+        who = int_in(ev.get("who")) if ev.get("who") is not None else int_in(ev.get("who2"))
+        if who is not None:
+            seen[(_folder(ev.file), int_in(ev.get("pid")))].add(who)
+    return {k: next(iter(v)) for k, v in seen.items() if len(v) == 1}
 
 
 @_per_job
@@ -106,6 +142,8 @@ def echoed_exit(job: JobModel, ev: Event, echo: tuple[set[int], set[int]]) -> bo
             code = 1  # "terminated with the following error": the child relayed its exception, then exited 1
     elif ev.kind in ("elastic_cfe", "elastic_failed"):
         code = int_in(ev.get("exitcode") if ev.kind == "elastic_cfe" else ev.get("code"))
+    elif ev.kind == "worker_exit":
+        code = worker_exit_code(ev)
     elif ev.kind == "mpi_abort" and ev.get("code") is not None:  # mpirun's first process to exit non-zero
         code = int_in(ev.get("code"))
     elif ev.kind == "slurm_task_exit" and "Exited" in str(ev.get("how") or ""):

@@ -43,7 +43,7 @@ from .timeouts import timed_out_states, timeouts_by_pg, watchdog_kills
 
 #: Which of a rank's error lines describes its failure best (lower is more specific).
 _SPECIFIC = {"cuda_oom": 0, "cuda_error": 0, "nccl_cuda_fail": 0, "nccl_alloc_fail": 0, "nccl_shm": 0,
-             "nccl_dup_gpu": 0, "xid": 0, "oom_killer": 0, "python_exception": 1, "torch_wd_exception": 1,
+             "nccl_dup_gpu": 0, "xid": 0, "oom_killer": 0, "worker_mem_kill": 0, "python_exception": 1, "torch_wd_exception": 1,
              "log_error": 2,
              "torch_nccl_err_kind": 2, "torch_nccl_error": 2, "cpp_terminate": 3, "signal": 3}
 

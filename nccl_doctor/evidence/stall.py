@@ -180,8 +180,11 @@ def _identity(w: WriterProgress, tr: ProgressTracker, idx: _Index) -> Process | 
         return _of_state(idx.by_proc.get((key[1], key[2])), ("proc", key[1], key[2]), f"{key[1]}:{key[2]}",
                          host=key[1], pid=key[2])
     if kind == "local_rank":
-        return _of_state(idx.by_local.get((file, key[1])), ("local", file, key[1]),
-                         f"local rank {key[1]} of {file}")
+        rs = idx.by_local.get((file, key[1]))
+        r = file_rank(file)
+        if (rs is None or rs.rank is None) and r is not None:  # a launcher's label in a file of one rank
+            return _of_state(idx.by_rank.get(r), ("rank", r), f"rank {r}", rank=r)
+        return _of_state(rs, ("local", file, key[1]), f"local rank {key[1]} of {file}")
     return _of_state(idx.by_pid.get((file, key[2])), ("lpid", file, key[1], key[2]), f"pid {key[2]} of {file}",
                      pid=key[2])
 

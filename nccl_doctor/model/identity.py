@@ -25,7 +25,7 @@ from .links import _Union, link_launcher_maps, table_pid_ranks
 _FILE_RANK = re.compile(r"(?:^|[^a-z])(?:rank|task)[-_.]?(\d{1,7})(?:\D|$)", re.I)
 _DEFAULT_PG = {None, 0, "0", "default_pg"}
 _TRUST = {"launcher": 0, "nccl communicator": 1, "torch options": 2, "file name": 3, "flight recorder": 3,
-          "log folder": 3, "default group": 4}
+          "log folder": 3, "launcher label": 3, "default group": 4}
 
 
 @dataclass(slots=True)
@@ -262,6 +262,7 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
         if p.rank is None and len(linked.get(p.key, ())) == 1:
             p.rank, p.rank_source = next(iter(linked[p.key])), "launcher"
     _single_node_log_folders(procs, world)
+    _one_node_labels(procs, world)
     return _merge_same_rank(procs)
 
 
@@ -282,6 +283,28 @@ def _single_node_log_folders(procs: list[Proc], world: int | None) -> None:
         held = slots[attempt]  # sizes first: a claimed world of millions is not built as a set per process
         if len(held) == world and held == set(range(world)):
             p.rank, p.rank_source = local, "log folder"
+
+
+def _one_node_labels(procs: list[Proc], world: int | None) -> None:
+    """One node (one host at most) whose launcher labels its workers by index, each label seen with
+    a global rank being that rank: a process known only by its label (its own file, no rank line:
+    a home-grown launcher's logs/worker-1.log) is the rank of that number, when no other process
+    holds it and no label repeats (restarts, or several nodes)."""
+    if not world:
+        return
+    labelled = [p for p in procs if p.local_rank is not None]
+    if len({p.host for p in procs if p.host}) > 1 or \
+            any(p.rank is not None and p.rank != p.local_rank for p in labelled):
+        return
+    bare = [p for p in labelled if p.rank is None]
+    taken = {p.rank for p in procs if p.rank is not None}
+    locals_ = [p.local_rank for p in bare]
+    if len(set(locals_)) != len(locals_) or any(lr >= world or lr in taken for lr in locals_):
+        return
+    if len(bare) + len([p for p in labelled if p.rank is not None]) < 2:
+        return  # one labelled process says nothing about the launcher's numbering
+    for p in bare:
+        p.rank, p.rank_source = p.local_rank, "launcher label"
 
 
 def _merge_same_rank(procs: list[Proc]) -> list[Proc]:

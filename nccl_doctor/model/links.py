@@ -170,8 +170,32 @@ def _link_pid_files(events: list[Event], uf: _Union) -> None:
             uf.union(("rank", next(iter(pid_ranks[next(iter(hits))]))), key)
 
 
+def _link_identity_labels(uf: _Union) -> None:
+    """A console whose launcher labels (local ranks) are each seen beside the same global rank, for
+    two ranks or more ("[worker 2] [rank2]: ...", "[default1]:[rank1]: ..."), is one node whose
+    index is the rank: a label never seen beside a rank there (a worker that hung, or died without
+    a traceback) is that rank too. A console is a file, or its stdout and stderr captured apart
+    (job.out, job.err: one stem)."""
+    ranks_of: dict = defaultdict(set)
+    for k in list(uf.parent):
+        if k[0] == "rank":
+            ranks_of[uf.find(k)].add(k[1])
+    by_file: dict[str, dict[int, set]] = defaultdict(dict)  # console (stem) -> label -> ranks
+    for k in list(uf.parent):
+        if k[0] == "local":
+            by_file[os.path.splitext(k[1])[0]].setdefault(k[2], set()).update(ranks_of.get(uf.find(k), ()))
+    for f, labels in by_file.items():
+        seen = {lr: g for lr, g in labels.items() if g}
+        if len(seen) < 2 or any(g != {lr} for lr, g in seen.items()):
+            continue
+        for k in [k for k in uf.parent if k[0] == "local" and os.path.splitext(k[1])[0] == f]:
+            if not ranks_of.get(uf.find(k)):
+                uf.union(("rank", k[2]), k)
+
+
 def link_launcher_maps(events: list[Event], uf: _Union) -> None:
     _link_local_to_global(events, uf)
     _link_log_folders(events, uf)
     _link_ray_workers(events, uf)
     _link_pid_files(events, uf)
+    _link_identity_labels(uf)
