@@ -143,8 +143,9 @@ class LauncherStripper:
         if g.get("rank") is not None:
             # The innermost global rank wins ([rank12]: inside srun's label), so assign, don't setdefault.
             fields["rank"] = int(g["rank"])
-        if g.get("rank_kv") is not None:  # (a second spelling of the rank in one prefix: "rank=2" beside "[rank 2]")
-            fields["rank"] = int(g["rank_kv"])
+        for key in ("rank_kv", "rank_sp"):  # (other spellings of the rank in one prefix: "rank=2", "rank 2:")
+            if g.get(key) is not None:
+                fields["rank"] = int(g[key])
         for key in ("local_rank", "lr_pipe", "lr_frac", "lr_host"):  # (one group per spelling of a label)
             if g.get(key) is not None:
                 fields["local_rank"] = int(g[key])

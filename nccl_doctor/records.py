@@ -175,9 +175,12 @@ _FH_MAX_FRAMES = 101
 _MPI_PROC = "Process name: [["
 #: Records whose next line completes them: std::terminate prints the exception's what() on the next
 #: line; Open MPI's "The first process to do so was:" block gives the process name, then its exit code.
-_TWO_LINE = ((_TERMINATE, "what():"), (_MPI_PROC, "Exit code:"))
+#: torch's load_state_dict error, whose message goes on over tab-indented lines (what did not match).
+_STATE_DICT = "Error(s) in loading state_dict for"
+_TWO_LINE = ((_TERMINATE, "what():"), (_MPI_PROC, "Exit code:"),
+             (f"RuntimeError: {_STATE_DICT}", ("size mismatch for", "Missing key(s) in", "Unexpected key(s) in")))
 BLOCK_LITERALS = ("Rendezvous complete", _CFE_ROOT, _CFE_FAIL, "Stalled ranks:", "Missing ranks:", _TERMINATE, _MPI_PROC,
-                  _FH_THREAD)
+                  _FH_THREAD, _STATE_DICT)
 
 #: A wrapped continuation: not blank, and not the start of a new prefixed record.
 _NEW_RECORD = re.compile(

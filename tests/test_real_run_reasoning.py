@@ -479,3 +479,19 @@ def test_a_workers_label_seen_with_its_rank_elsewhere_names_the_one_that_never_s
     report = _run("t23_exit1_r1_w4_ts_files")
     assert report.verdict["ranks"] == [1]
     assert "logged error: corrupt sample in shard 00001" in report.verdict["headline"]
+
+
+def test_checkpoint_and_input_failures_quote_what_went_wrong():
+    # numpy's own error in a DataLoader worker, quoted under torch's "Caught ValueError in DataLoader
+    # worker process 0. Original Traceback" (stderr.log:34, :56): the original is what failed.
+    report = _run("t24_bad_sample_r2_w3_logdirq")
+    assert report.verdict["ranks"] == [2]
+    assert "ValueError: Failed to read all data for array" in report.verdict["headline"]
+    # load_state_dict's message goes on over tab-indented lines (console.err:16-19)
+    report = _run("t24_ckpt_mismatch_r1_w2_split")
+    rk1 = next(f for f in report.findings if f.rule == "RK1")
+    assert report.verdict["ranks"] == [1] and "Sequential: size mismatch for 0.weight" in rk1.summary
+    # "2026-11-27 12:40:56,362 [INFO] train24: rank 1: process group ready" (console.log:5) is rank 1's
+    report = _run("t24_slow_io_r1_w3_redirect")
+    assert report.verdict["ranks"] == [1] and report.verdict["headline"].startswith("rank 1 (localhost) went silent")
+    assert report.job.ranks_expected == 3 and sorted(r.rank for r in report.job.ranks) == [0, 1, 2]

@@ -251,7 +251,7 @@ def failures(job: JobModel) -> list[Failure]:
                 continue
             f.host = f.host or host
             if _SPECIFIC.get(ev.kind, 4) < min(_SPECIFIC.get(e.kind, 4) for e in f.events) \
-                    or _original_of(f.events[0], ev):
+                    or any(_original_of(w, ev) for w in f.events):
                 f.category, f.what = cat, what  # a more specific line of the same failure
             f.events.append(ev)
     out = list(merged.values())
