@@ -241,6 +241,8 @@ def failures(job: JobModel) -> list[Failure]:
             rst = by_rank.get(rank) if rank is not None and rank in by_rank else st if rank == own else None
             host = ev.get("host") or ev.get("on_host") if ev.kind in ("slurm_task_exit", "elastic_cfe",
                                                                     "slurm_node_fail") else None
+            if host is not None and rank is not None and ev.kind == "elastic_cfe":
+                host = job.rank_hosts.get(rank, host)  # (the table's "localhost" may be the node's name)
             host = host or (rst.host if rst is not None else None) or ev.host or file_host(job, ev.file)
             if host is None and ev.kind == "ds_exit":
                 host = _only_host(job, ev.file)  # a node's launcher log: its ranks' NCCL lines name the node

@@ -267,6 +267,11 @@ def build_job(events: list[Event], scans: list) -> JobModel:
     # torchrun's table names the agent's FQDN, NCCL cuts at the first dot: one host, one name
     table_hosts = {r: (h.split(".", 1)[0] if h.split(".", 1)[0] in short else h)
                    for r, h in _launcher_rank_hosts(events).items()}
+    if len(seen_hosts) == 1:
+        # An agent whose own name resolves to the loopback calls its node "localhost" (getfqdn): the
+        # one host the processes name is that node, not a second one.
+        only = next(iter(seen_hosts))
+        table_hosts = {r: only if h in _LOOPBACK else h for r, h in table_hosts.items()}
     for r in ranks:
         if r.host is None and r.rank is not None and r.rank in table_hosts:
             r.host = table_hosts[r.rank]  # the node whose launcher reported this rank's exit
@@ -284,6 +289,9 @@ def build_job(events: list[Event], scans: list) -> JobModel:
                 if e.rank is None:
                     e.rank = r.rank
     return job
+
+
+_LOOPBACK = frozenset(("localhost", "localhost.localdomain", "127.0.0.1", "::1"))
 
 
 def _launcher_rank_hosts(events: list[Event]) -> dict[int, str]:
