@@ -24,10 +24,10 @@ _NOT_HOSTS = {"INFO", "WARNING", "ERROR", "DEBUG", "CRITICAL", "srun", "slurmste
               # a training script's progress words ("step: 12 loss: 0.31"), not pdsh host names
               "step", "Step", "STEP", "epoch", "Epoch", "iter", "Iter", "iteration", "Iteration", "loss", "Loss"}
 #: Prefixes added by log collectors outside every launcher: ambiguous launcher prefixes may follow them.
-_COLLECTORS = frozenset({"k8s_timestamp", "kubectl_prefix", "ansi_remnant"})
+_COLLECTORS = frozenset({"k8s_timestamp", "kubectl_prefix", "ansi_remnant", "stern_pod"})
 _DIGITS = re.compile(r"\d+")
 _MIN_SHARE = {"srun_label": 0.6, "pdsh_host": 0.8, "mpich_rank": 0.9, "torchrun_template": 0.8,
-              "worker_label": 0.6}
+              "worker_label": 0.6, "stern_pod": 0.8}
 #: An unlabelled NCCL line proves that the stream is not labelled by the launcher.
 _BARE_NCCL = re.compile(r"^[\w.-]{1,253}:\d{1,10}:\d{1,10} \[\d{1,4}\] (?:NCCL )?(?:INFO|WARN)")
 
@@ -182,17 +182,24 @@ def detect_modes(sample_lines: list[str], launchers: tuple[Launcher, ...] | None
             continue
         hits = 0
         values: set[str] = set()
+        containers: set[str] = set()
         for ln in stripped:
             m = lc.regex.match(ln)
             if m:
                 val = m.group(1) or ""
                 if lc.name == "pdsh_host" and val in _NOT_HOSTS:
                     continue
+                if lc.name == "stern_pod":
+                    if "-" not in val:
+                        continue  # a pod's name has a dash ("<job>-worker-0"); "step 10 ..." is no pod
+                    containers.add(m.group("container"))
                 hits += 1
                 # pdsh's host names share a shape (dgx-h100-43, dgx-h100-50: "dgx-h0-0"); a
                 # 128-node job shows 128 hosts in its first lines, words before a colon do not.
                 values.add(_DIGITS.sub("0", val))
-        if hits >= _MIN_SHARE[lc.name] * len(stripped) and (lc.name != "pdsh_host" or len(values) <= max(1, hits // 3)):
+        if hits >= _MIN_SHARE[lc.name] * len(stripped) and \
+                (lc.name not in ("pdsh_host", "stern_pod") or len(values) <= max(1, hits // 3)) and \
+                (lc.name != "stern_pod" or len(containers) <= 3):
             modes.add(lc.name)
     if "srun_label" in modes:
         modes.discard("pdsh_host")

@@ -168,3 +168,16 @@ def test_a_json_record_behind_a_torchrun_prefix_keeps_both():
     line = "[default1]:" + json.dumps({"level": "INFO", "rank": 5, "msg": "step 3"})
     fields, rest = LauncherStripper().strip(line)
     assert rest == "step 3" and fields["rank"] == 5 and fields["local_rank"] == 1
+
+
+def test_stern_pod_prefix_is_detected_only_for_pod_names():
+    pods = ["llama-ft-master-0", "llama-ft-worker-0"]
+    lines = [f"{pods[i % 2]} pytorch step {i} loss 2.1" for i in range(40)]
+    assert "stern_pod" in detect_modes(lines)
+    fields, rest = LauncherStripper(detect_modes(lines)).strip(lines[1])
+    assert fields["host"] == "llama-ft-worker-0" and rest == "step 1 loss 2.1"
+    # a training script's own "step 10 loss 2.1" lines: two lower-case words, but no pod
+    assert "stern_pod" not in detect_modes([f"step {i} loss 2.1 lr 0.1" for i in range(40)])
+    # many different "containers" (second words) are prose, not one container of a few pods
+    prose = [f"data-loader-{i % 2} {w} ready" for i, w in enumerate(["fetched", "prepared", "cached", "shuffled"] * 10)]
+    assert "stern_pod" not in detect_modes(prose)

@@ -495,3 +495,13 @@ def test_checkpoint_and_input_failures_quote_what_went_wrong():
     report = _run("t24_slow_io_r1_w3_redirect")
     assert report.verdict["ranks"] == [1] and report.verdict["headline"].startswith("rank 1 (localhost) went silent")
     assert report.job.ranks_expected == 3 and sorted(r.rank for r in report.job.ranks) == [0, 1, 2]
+
+
+def test_pods_followed_by_stern_are_the_nodes():
+    # stern.log: every line behind "<pod> pytorch "; the worker pod's torchrun table names rank 2
+    # (local rank 0) SIGKILLed on pytorchjob-xyz-worker-0 (stern.log:112-117).
+    report = _run("t25_kill_r2_2x2_stern")
+    assert report.verdict["ranks"] == [2] and report.verdict["hosts"] == ["pytorchjob-xyz-worker-0"]
+    # the pod killed from outside: its two ranks just stop ("[rank 2] step 106/400", stern.log:432)
+    report = _run("t25_podkill_worker_2x2_sternts")
+    assert report.verdict["hosts"] == ["mistral-sft-worker-0"] and report.verdict["ranks"] == [2, 3]
