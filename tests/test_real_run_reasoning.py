@@ -505,3 +505,11 @@ def test_pods_followed_by_stern_are_the_nodes():
     # the pod killed from outside: its two ranks just stop ("[rank 2] step 106/400", stern.log:432)
     report = _run("t25_podkill_worker_2x2_sternts")
     assert report.verdict["hosts"] == ["mistral-sft-worker-0"] and report.verdict["ranks"] == [2, 3]
+
+
+def test_a_nobodys_error_line_is_the_one_failed_worker_its_agent_reports_there():
+    # The worker pod's log (plain kubectl, two ranks, no prefix): "ERROR: shard data-00003-of-00004.arrow
+    # exhausted ..." (qwen-lora-a1b2-worker-0.log:14) and its agent's one failed exit, rank 3 (exit 1).
+    report = _run("t25_exit1_r3_2x2_kubectl_buffered")
+    assert report.verdict["ranks"] == [3]
+    assert "logged error: shard data-00003-of-00004.arrow exhausted" in report.verdict["headline"]

@@ -217,6 +217,13 @@ def _original_of(wrapper: Event, ev: Event) -> bool:
 
 
 @_per_job
+def _reporting_files(job: JobModel) -> set[str]:
+    """Files holding torchrun's report of a failed worker: a nobody's "ERROR: ..." line there may be
+    the words of the one worker it reports (pair_loose_traceback pairs them)."""
+    return {e.file for e in job.by_kind("elastic_failed", "elastic_cfe")}
+
+
+@_per_job
 def failures(job: JobModel) -> list[Failure]:
     """Every rank's first cause, de-duplicated, earliest first (time when known, else line order)."""
     job_timed_out = bool(timeouts_by_pg(job)) or bool(watchdog_kills(job))
@@ -226,7 +233,7 @@ def failures(job: JobModel) -> list[Failure]:
     merged: dict[tuple, Failure] = {}
     for ev in job.by_kind(*CAUSE_KINDS):
         st = owner(job, ev)
-        if ev.kind == "log_error" and st is None and ev.rank is None:
+        if ev.kind == "log_error" and st is None and ev.rank is None and ev.file not in _reporting_files(job):
             continue  # an error line of nobody's (a shared console's "ERROR: ..."): no rank's last word
         cls = classify(ev, job_timed_out, st is not None and id(st) in timed) or outside_sigterm(job, ev) \
             or srun_first_kill(job, ev)
@@ -267,6 +274,9 @@ def failures(job: JobModel) -> list[Failure]:
                            events=pb.events, label=f"the torchrun agent on {pb.hosts[0]}" if pb.hosts else None))
     out = name_the_erring_child(job, out, echo[1], job_timed_out, timed)
     out = pair_loose_traceback(job, out, echo[1])
+    # a nobody's error line that no failed exit of its file took (pair_loose_traceback) is no one's
+    out = [f for f in out if f.rank is not None or f.label is not None or f.state is not None
+           or not all(e.kind == "log_error" for e in f.events)]
     net_kinds = (*NETWORK_KINDS, "nccl_sock_closed", "nccl_socket_err")
     net_writers = {writer(job, e, line_key) for e in job.by_kind(*net_kinds)}
     for f in out:
