@@ -61,7 +61,7 @@ def headline(job: JobModel, findings: list[Finding], verdict: dict) -> tuple[str
             first = f"{who}: {klass.title}" if who else klass.title
         else:
             first = ""
-        then = _followed(job, wait, after=bool(first), short=detail < 40)
+        then = _followed(job, wait, after=bool(first), short=detail < 40, culprits=tuple(ranks) if lead is not None and lead.rule == "RK1" else ())
         text = "; ".join(p for p in (first, then) if p) or verdict.get("summary", "")
         if not first and then and symmetric_hang(job):
             text += "; a symmetric hang: ncclras saw every rank launch it"  # not a missing or slow rank
@@ -155,7 +155,7 @@ def _error(job: JobModel, ranks: list[int], hosts: list[str]) -> str:
     return mine.what if mine is not None else ""
 
 
-def _followed(job: JobModel, wait: Finding | None, after: bool, short: bool) -> str:
+def _followed(job: JobModel, wait: Finding | None, after: bool, short: bool, culprits: tuple = ()) -> str:
     """What the rest of the job did: '1023 ranks then timed out in ALLREDUCE #39'."""
     if wait is None:
         return ""
@@ -163,7 +163,10 @@ def _followed(job: JobModel, wait: Finding | None, after: bool, short: bool) -> 
     if not groups:
         return ""
     pg, main = next(iter(groups.items()))  # the group most ranks timed out in
-    n = sum(1 for r in main.reports if main.seq is None or r.seq == main.seq)
+    at = [r for r in main.reports if main.seq is None or r.seq == main.seq]
+    if at and all(r.rank is not None and r.rank in culprits for r in at):
+        return ""  # only the culprit's own timeout (evidence.failures._lone_timeout): nobody's after it
+    n = len(at)
     where = facts.waited_in(main) + (f" #{main.seq}" if main.seq is not None else "")
     if pg != "default" and not short:
         where += " of " + facts.pg_label(pg)

@@ -513,3 +513,20 @@ def test_a_nobodys_error_line_is_the_one_failed_worker_its_agent_reports_there()
     report = _run("t25_exit1_r3_2x2_kubectl_buffered")
     assert report.verdict["ranks"] == [3]
     assert "logged error: shard data-00003-of-00004.arrow exhausted" in report.verdict["headline"]
+
+
+def test_launch_mistakes_name_the_rank_started_wrong():
+    # rank 1 (logs/rank_1.log:1) states "world_size 3" while ranks 0, 2, 3 state 4: CFG2
+    report = _run("t26_wrong_world_r1_w4_ranklog")
+    assert report.verdict["ranks"] == [1] and report.verdict["rule"] == "CFG2"
+    # out/1.txt:2: its client "timed out ... while trying to connect to (127.0.0.1, 33001)" while the
+    # store's host (out/0.txt:23) waited: "2/3 clients joined". Not rank 0, whose key the others wait for.
+    report = _run("t26_wrong_port_r1_w3_outtxt")
+    assert report.verdict["ranks"] == [1] and "could not reach the store at 127.0.0.1:33001" in report.verdict["headline"]
+    # a shared console: "... pid 15192 local_rank 3 ... master 192.0.2.77:33010" (job.out:5) and
+    # "launched rank 3 pid 15192" (job.out:4) tie the unreachable store address to rank 3
+    report = _run("t26_wrong_addr_r3_w4_console")
+    assert report.verdict["ranks"] == [3]
+    # rank 2 alone timed out (5000ms, train.log:37); ranks 0, 1, 3 only lost the connection afterwards
+    report = _run("t26_timeout_mismatch_r2_w4_console")
+    assert report.verdict["ranks"] == [2] and "it alone timed out after 5 s" in report.verdict["headline"]

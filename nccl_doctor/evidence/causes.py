@@ -55,6 +55,9 @@ CAUSE_KINDS = ("python_exception", "log_error", "cpp_terminate", "cuda_error", "
                "torch_nccl_err_kind", "torch_wd_exception", *NETWORK_KINDS, "elastic_cfe", "elastic_failed",
                "slurm_task_exit", "mp_spawn_failed", "ds_exit", "mpi_abort", "slurm_node_fail", "ray_worker_died",
                "shell_job_died", "worker_exit", "worker_mem_kill")
+#: Echo text of a peer that went away (not a timeout: the waiter did not wait the full window).
+_PEER_GONE = re.compile(r"Connection (?:closed|reset) by (?:remote )?peer|Broken pipe|remote process exited"
+                        r"|Connection was likely closed|got 0 bytes")
 #: A rank waiting for a peer that never came (gloo's transport, the TCPStore): always a consequence.
 _TIMEOUT_ECHOES = ("gloo_timeout", "torch_store_timeout", "torch_barrier_missing")
 #: A rank's own error lines that may be no more than the echo of another rank's failure.

@@ -23,16 +23,13 @@ from dataclasses import dataclass, field
 
 from ..events import Event
 from ..model import JobModel, RankState
-from .causes import _OWN_ERRORS, _REPORTS, _TIMEOUT_ECHOES, CAUSE_KINDS, classify
+from .causes import _OWN_ERRORS, _PEER_GONE, _REPORTS, _TIMEOUT_ECHOES, CAUSE_KINDS, classify
 from .exits import forced_kills, state_for_pid
 from .facts import _per_job, file_host, fmt_ranks, int_in, plural
 from .failures import failures
 from .statements import mismatch_reports
 from .timeouts import timed_out_states, timeouts_by_pg
 
-#: Echo text of a peer that went away (not a timeout: the waiter did not wait the full window).
-_PEER_GONE = re.compile(r"Connection (?:closed|reset) by (?:remote )?peer|Broken pipe|remote process exited"
-                        r"|Connection was likely closed|got 0 bytes")
 _WAITED = re.compile(r"[Tt]imed out|[Tt]imeout")
 #: At most this share of the world may end unlike the rest for the rest to single them out.
 ODD_SHARE = 4

@@ -97,7 +97,7 @@ def _worker_rank(job: JobModel, ev: Event) -> int | None:
     if word in _INDEX_WORDS:
         return int_in(ev.get("who"))
     pid = int_in(ev.get("pid")) if ev.get("pid") is not None else int_in(ev.get("who"))
-    started = _started_pids(job).get((_folder(ev.file), pid))
+    started = started_rank(job, pid, ev.file)
     if started is not None:
         return started
     st = state_for_pid(job, pid, host_of(job, ev), ev.file)
@@ -109,15 +109,21 @@ def _folder(path: str) -> str:
 
 
 @_per_job
-def _started_pids(job: JobModel) -> dict[tuple[str, int | None], int]:
-    """(folder, pid) -> the rank a home-grown launcher says it started as that pid (worker_started);
-    a pid it names for two ranks names none."""
-    seen: dict[tuple[str, int | None], set[int]] = defaultdict(set)
+def _started_pids(job: JobModel) -> dict[tuple[str | None, int | None], int]:
+    """(folder, pid) -> the rank a home-grown launcher says it started as that pid (worker_started),
+    and (None, pid) for the pid anywhere; a pid it names for two ranks names none."""
+    seen: dict[tuple[str | None, int | None], set[int]] = defaultdict(set)
     for ev in job.by_kind("worker_started"):
         who = int_in(ev.get("who")) if ev.get("who") is not None else int_in(ev.get("who2"))
         if who is not None:
             seen[(_folder(ev.file), int_in(ev.get("pid")))].add(who)
+            seen[(None, int_in(ev.get("pid")))].add(who)
     return {k: next(iter(v)) for k, v in seen.items() if len(v) == 1}
+
+
+def started_rank(job: JobModel, pid: int | None, file: str | None = None) -> int | None:
+    """The rank a launcher's "started rank 3 as pid 3887" gives this pid (in ``file``'s folder)."""
+    return _started_pids(job).get((_folder(file) if file else None, pid))
 
 
 @_per_job

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from ..events import Event
 from ..model import JobModel, RankState
 from ..model.job import ERROR_KINDS
-from .causes import _REPORTS, CAUSE_KINDS, NETWORK_KINDS, classify
+from .causes import _PEER_GONE, _REPORTS, CAUSE_KINDS, NETWORK_KINDS, classify
 from .dumps import dump_facts
 from .exits import (
     _OWN,
@@ -38,7 +38,7 @@ from .exits import (
 )
 from .facts import _per_job, file_host, first_ts, global_rank, host_of, int_in, line_key, owner, writer
 from .orphans import name_the_erring_child, pair_loose_traceback
-from .rendezvous import is_wrapper_echo, unreachable
+from .rendezvous import is_wrapper_echo, store_client_rank, store_not_joined, unreachable
 from .timeouts import timed_out_states, timeouts_by_pg, watchdog_kills
 
 #: Which of a rank's error lines describes its failure best (lower is more specific).
@@ -231,19 +231,22 @@ def failures(job: JobModel) -> list[Failure]:
     by_rank = job.known_ranks()
     echo = _echo_only(job, job_timed_out, timed)
     merged: dict[tuple, Failure] = {}
-    for ev in job.by_kind(*CAUSE_KINDS):
+    for ev in job.by_kind(*CAUSE_KINDS, "torch_store_timeout"):
         st = owner(job, ev)
         if ev.kind == "log_error" and st is None and ev.rank is None and ev.file not in _reporting_files(job):
             continue  # an error line of nobody's (a shared console's "ERROR: ..."): no rank's last word
         cls = classify(ev, job_timed_out, st is not None and id(st) in timed) or outside_sigterm(job, ev) \
-            or srun_first_kill(job, ev)
+            or srun_first_kill(job, ev) or store_not_joined(job, ev)
         if cls is None or echoed_exit(job, ev, echo) or is_wrapper_echo(job, ev) or forced_kill(job, ev):
             continue
         if teardown_terminate(ev) and st is not None and id(st) in echo[0]:
             continue  # its teardown after an echo (see _echo_only)
         cat, what = cls
         own = global_rank(job, ev)
-        for rank in fail_ranks(job, ev):
+        named = fail_ranks(job, ev)
+        if named == [None] and cat == "config":  # a store client no prefix names: its start-up line may
+            named = [store_client_rank(job, ev)]
+        for rank in named:
             # a rank named only by a launcher report (no log of its own) has no process state
             rst = by_rank.get(rank) if rank is not None and rank in by_rank else st if rank == own else None
             host = ev.get("host") or ev.get("on_host") if ev.kind in ("slurm_task_exit", "elastic_cfe",
@@ -268,6 +271,8 @@ def failures(job: JobModel) -> list[Failure]:
         # A logged error in a job where nothing else went wrong (no peer lost it, nothing timed out,
         # no launcher reported a failed exit): the job ran on; it is no failure of the job's
         out = [f for f in out if not all(e.kind == "log_error" for e in f.events)]
+    if not any(not f.exit_only for f in out):
+        out += _lone_timeout(job)
     out += _signalled_agents(job)
     for pb in unreachable(job):  # a node's agent that could not reach the rendezvous endpoint
         out.append(Failure(rank=None, state=None, host=(pb.hosts or [None])[0], category="launcher", what=pb.what,
@@ -341,3 +346,27 @@ def job_failed(job: JobModel) -> bool:
     return bool(timeouts_by_pg(job) or watchdog_kills(job) or first_failure(job, crash_only=True)
                 or dump_facts(job).culprits)
 
+
+
+def _lone_timeout(job: JobModel) -> list[Failure]:
+    """One rank timed out, and every other rank's error is only the loss of it afterwards ("Connection
+    closed by peer"): the others were still waiting within their own timeout when it gave up, so its
+    wait ended first (a shorter timeout than theirs, or it waited long before them). Its timeout is
+    what ended the job: a failure of its own, not an echo."""
+    reports = [r for pt in timeouts_by_pg(job).values() for r in pt.reports]
+    if len(reports) != 1 or reports[0].rank is None or reports[0].state is None:
+        return []
+    lone = reports[0]
+    others = [st for st in job.ranks if st.rank is not None and st.rank != lone.rank]
+    first = min(((e.file, e.line) for e in lone.events), default=None)
+    if len(others) < 2 or first is None or any(not st.errors for st in others):
+        return []
+    for st in others:
+        texts = [" ".join(str(v) for v in (e.get("msg"), e.get("err")) if v) or e.text for e in st.errors]
+        if not all(_PEER_GONE.search(t) for t in texts):
+            return []  # an error of its own (or a timeout): not only the echo of the lone one
+    ms = lone.timeout_ms
+    where = f" after {ms // 1000 if ms and ms % 1000 == 0 else ms} {'s' if ms and ms % 1000 == 0 else 'ms'}" if ms else ""
+    return [Failure(rank=lone.rank, state=lone.state, host=lone.state.host, category="timeout",
+                    what=f"it alone timed out{where}; the others, still waiting, only lost it after: a shorter "
+                         "timeout than theirs", events=list(lone.events[:2]))]

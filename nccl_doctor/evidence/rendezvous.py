@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 
 from ..events import Event
 from ..model import JobModel
-from .facts import _per_job, file_host, plural
+from .exits import started_rank
+from .facts import _per_job, file_host, line_key, plural, writer
 
 _CONNECT = re.compile(r"(?:timed out after \d{1,12} ?m?s while trying to connect to|failed to connect to(?: any network "
                       r"address of)?) \(?\[?(?P<host>[\w.:%-]{1,255}?)\]?,? (?P<port>\d{1,5})\)?")
@@ -123,3 +124,52 @@ def is_wrapper_echo(job: JobModel, ev: Event) -> bool:
     """``RendezvousConnectionError`` wraps the agent's inner error: that inner error says what
     happened (an unreachable endpoint: ``unreachable``; a store that went away: an echo)."""
     return ev.kind == "python_exception" and str(ev.get("exc_type") or "").endswith("RendezvousConnectionError")
+
+
+#: The store's host giving up on its clients (init_method env://: rank 0 hosts the store).
+_JOINED = re.compile(r"waiting for clients\. (\d{1,7})/(\d{1,7}) clients joined")
+
+
+@_per_job
+def _store_unjoined(job: JobModel) -> tuple[int, int, set] | None:
+    """(joined, expected, the writers that could not reach the store) when the store's host timed
+    out waiting for clients while some processes could not connect to it; else None."""
+    waited = [m for m in (_JOINED.search(e.text) for e in job.by_kind("torch_store_timeout")) if m]
+    if not waited:
+        return None
+    joined, expected = int(waited[0].group(1)), int(waited[0].group(2))
+    lost = {writer(job, e, line_key) for e in job.by_kind("torch_store_timeout") if e.get("what") == "store_unreachable"}
+    if joined >= expected or not lost or len(lost) > expected - joined:
+        return None
+    return joined, expected, lost
+
+
+def store_not_joined(job: JobModel, ev: Event) -> tuple[str, str] | None:
+    """A process that could not reach the store while the store's host waited for the clients
+    that never came ("2/3 clients joined"): it is one of them, and so the cause (its MASTER_ADDR or
+    MASTER_PORT, or the network between them), not a waiter's echo. As many such processes as the
+    clients that never joined, at most."""
+    if ev.kind != "torch_store_timeout" or ev.get("what") != "store_unreachable":
+        return None
+    found = _store_unjoined(job)
+    if found is None or writer(job, ev, line_key) not in found[2]:
+        return None
+    host, port = ev.get("store_host"), ev.get("store_port")
+    where = f" at {host}:{port}" if host and port else ""
+    return "config", (f"could not reach the store{where} while the store's host waited for its clients "
+                      f"({found[0]}/{found[1]} joined): check its MASTER_ADDR / MASTER_PORT")
+
+
+def store_client_rank(job: JobModel, ev: Event) -> int | None:
+    """The rank of a process that could not reach the store, when no prefix names it: the one
+    process whose own start-up line names that store address ("... pid 15192 local_rank 3 ...
+    master 192.0.2.77:33010"), by its pid as its launcher said it started it ("launched rank 3 pid
+    15192") or by the rank the line states. None unless exactly one line names the address."""
+    host, port = ev.get("store_host"), ev.get("store_port")
+    if not host or not port:
+        return None
+    near = re.compile(r"\bpid[ =:]{1,3}(\d{1,10})\b(?:(?!\bpid\b)[^\n]){0,200}?" + re.escape(f"{host}:{port}"))
+    pids = {int(m.group(1)) for e in job.by_kind("rank_world") for m in near.finditer(e.text)}
+    if len(pids) != 1:
+        return None
+    return started_rank(job, next(iter(pids)))

@@ -48,6 +48,7 @@ _LOGDIR_SLOT = re.compile(r"^(?P<attempt>.*/attempt_\d{1,6})/(?P<local>\d{1,5})/
 
 
 _SELF_RANK = re.compile(r"(?<![\w-])(?:rank|RANK) ?[=:] ?(\d{1,7})(?![\d.])")
+_SELF_LOCAL = re.compile(r"(?<![\w-])(?:local_rank|LOCAL_RANK|local rank)(?: ?[=:] ?| )(\d{1,5})(?![\d.])")
 
 
 @lru_cache(maxsize=1 << 16)
@@ -212,6 +213,7 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
     # (file, host, pid, rank, local rank, launcher address). Only events naming none of these look
     # at their other fields.
     by_writer: dict[tuple, tuple] = {}
+    self_local: dict[str, list] = defaultdict(list)  # file -> (event, the local rank its script states)
     for ev in events:
         sig = (ev.file, ev.host, ev.pid, ev.rank, ev.local_rank, ev.fields.get("launcher_pid"),
                ev.fields.get("launcher_ip"))
@@ -235,7 +237,17 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
             key0 = keys[0]
             if sig is not None:
                 by_writer[sig] = key0
+            if key0 == ("file", ev.file) and ev.kind == "rank_world" and ev.local_rank is None:
+                m = _SELF_LOCAL.search(ev.text)  # "... local_rank 1 world_size 3 ...": its own
+                if m is not None:
+                    self_local[ev.file].append((ev, int(m.group(1))))
         ev_key.append(key0)
+    for stated in self_local.values():
+        # A file of one writer (no other name in it) whose script states one local rank: that is
+        # the writer's (several values: several processes, whose lines nothing tells apart).
+        if len({lr for _ev, lr in stated}) == 1:
+            for ev, lr in stated:
+                ev.local_rank = lr
 
     # Files holding several writers (interleaved, per-node) say nothing about one rank by their name.
     # Several pids of one host on one GPU are one rank restarted (torchrun attempts), not several.

@@ -64,7 +64,8 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
         known = [f.rank for f in others if f.rank is not None]
         parts.append(f"{plural(len(others), 'other process')} failed after it"
                      + (f" ({facts.name_ranks(known)})" if known else ""))
-    timed = sum(len(pt.reports) for pt in facts.timeouts_by_pg(job).values())
+    timed = sum(1 for pt in facts.timeouts_by_pg(job).values() for r in pt.reports
+                if r.rank is None or r.rank != first.rank)  # (its own timeout may be what failed)
     if timed:
         parts.append(f"the {plural(timed, 'timeout')} that followed "
                      + ("is a consequence" if timed == 1 else "are consequences"))
