@@ -530,3 +530,23 @@ def test_launch_mistakes_name_the_rank_started_wrong():
     # rank 2 alone timed out (5000ms, train.log:37); ranks 0, 1, 3 only lost the connection afterwards
     report = _run("t26_timeout_mismatch_r2_w4_console")
     assert report.verdict["ranks"] == [2] and "it alone timed out after 5 s" in report.verdict["headline"]
+
+
+def _one_file(case: str, pattern: str):
+    run = Path(__file__).resolve().parent.parent / "fixtures" / "realruns" / case
+    return analyze([str(next(run.glob(pattern)))], jobs=1)
+
+
+def test_one_ranks_own_log_alone_blames_no_rank_it_does_not_show():
+    # attempt_0/2/stderr.log of a 6-rank --log-dir run: rank 2's own timeout only. The other ranks'
+    # logs were not given; their absence says nothing (the hung rank was rank 1).
+    report = _one_file("hang_r1_w6_logdir", "logs/*/attempt_0/2/stderr.log")
+    assert not report.verdict["ranks"]
+    # one node's console alone (gpu-l40s-3: ranks 0-1 of 4, its torchrun table lists local ranks
+    # 0-1, its whole worker group): ranks 2-3 are on the other node, not "missing"
+    report = _one_file("buf_mn2_hang", "gpu-l40s-3.log")
+    assert not report.verdict["ranks"]
+    # DETAIL's fingerprint report of one rank ("Rank 0 is running ... but Rank 2 is running ...")
+    # alone: nothing says which side deviated
+    report = _one_file("desync_shape_detail_r2_w3", "logs/*/attempt_0/0/stderr.log")
+    assert not report.verdict["ranks"]

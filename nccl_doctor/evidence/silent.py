@@ -94,10 +94,14 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
     # Nearly every rank is in the logs: then a rank without a line really wrote none.
     covered = bool(job.ranks_expected) and job.ranks_expected >= 4 and \
         job.ranks_expected - len(missing) >= 0.9 * job.ranks_expected
+    elsewhere = _not_given(job)
     for rank in missing:
         if rank in killed or rank in exited or rank in spoke:
             continue  # the launcher reports how it ended: not a rank that never ran
-        if rankless and not per_rank:
+        if elsewhere(rank):
+            add(Suspect(rank, None, f"the job has {job.ranks_expected} ranks but rank {rank} is not in these logs "
+                        "(its own log, or its node's, is not among them)", "low", [], confirmed=False))
+        elif rankless and not per_rank:
             add(Suspect(rank, None, f"the job has {job.ranks_expected} ranks but no line names rank {rank}",
                         "low", [], confirmed=False))
         else:
@@ -123,6 +127,8 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
     odd, seen = quiet_odd_ones(job)
     node = {host_of_rank(job, e) for e in odd} if len(odd) > 1 else set()
     for e in odd:
+        if e.state is None and e.rank is not None and elsewhere(e.rank):
+            continue  # its log was not given: its silence here says nothing (see _not_given)
         ended = ""
         if len(node) == 1 and None not in node:
             host = next(iter(node))
@@ -149,6 +155,28 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
     for s in found.values():  # a dump of its own stacks (faulthandler) says where it was stuck: point at it
         _point_at_stacks(s, len(found), job)
     return sorted(found.values(), key=lambda s: (s.rank is None, s.rank or 0))
+
+
+def _not_given(job: JobModel) -> Callable[[int], bool]:
+    """Whether a rank's absence only says its log was not given, when the input is one file: one
+    rank's own (a --log-dir stderr.log, rank3.log: no launcher line in it), or one node's console
+    whose torchrun agent names its node's ranks (its rendezvous line, or a failure table of its whole
+    worker group, local ranks 0..k-1, fewer than the world's) and the rank is not among them."""
+    if len(job.files) != 1:
+        return lambda rank: False
+    ranks = {r.rank for r in job.ranks if r.rank is not None}
+    agent = job.by_kind("elastic_cfe", "elastic_rdzv", "elastic_failed", "elastic_sigterm")
+    if not agent:
+        return (lambda rank: True) if len(ranks) <= 1 else (lambda rank: False)
+    present: set[int] = set()
+    for ev in job.by_kind("elastic_rdzv"):
+        present.update(rank_list(ev.get("global_ranks")))
+    table = {(int_in(e.get("rank")), int_in(e.get("local_rank"))) for e in job.by_kind("elastic_cfe")}
+    local = {lr for _r, lr in table if lr is not None}
+    if any(r is not None and lr is not None and r != lr for r, lr in table) or \
+            (local and local == set(range(len(local))) and job.ranks_expected and len(local) < job.ranks_expected):
+        present.update(r for r, _lr in table if r is not None)
+    return (lambda rank: rank not in present) if present else (lambda rank: False)
 
 
 def _unclaimed_writers(job: JobModel) -> bool:

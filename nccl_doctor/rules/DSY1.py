@@ -197,8 +197,9 @@ def _fingerprint_mismatch(job: JobModel, reports: list) -> Mismatch:
                    + (f" on {name_ranks(ranks)}" if ranks else ""))
     lead = sorted(reports, key=lambda e: facts.global_rank(job, e) not in blame)[:4]
     known = job.known_ranks()
-    return (summary, ranks or [facts.global_rank(job, reports[0])],
-            [known[r].host for r in blame if r in known] or [facts.host_of(job, reports[0])], lead, blame)
+    # Without a majority or a rank the others all name, the reporters only say a mismatch happened:
+    # the finding names no rank (each reporter names itself and one other; that singles out nobody).
+    return (summary, blame, [known[r].host for r in blame if r in known], lead, blame)
 
 
 def _ran_ahead(job: JobModel) -> list[Mismatch]:
