@@ -284,15 +284,15 @@ def check(job: JobModel, rule: Rule) -> list:
 
     if loads:
         evidence = lead + loads[:2] + resumed[:2]
-        return [rule.finding(
+        return [_restored(rule.finding(
             f"{restart_text}; training state was restored after the restart ({short(loads[0])})",
-            severity="info", confidence="high", evidence=evidence, first_seen=first_ts(evidence))]
+            severity="info", confidence="high", evidence=evidence, first_seen=first_ts(evidence)))]
     if resumed:
         evidence = lead + resumed[:3]
-        return [rule.finding(
+        return [_restored(rule.finding(
             f"{restart_text}; progress after the restart continued at step {step_of(resumed[0])} "
             "(not below the level reached before), so state was restored",
-            severity="info", confidence="medium", evidence=evidence, first_seen=first_ts(evidence))]
+            severity="info", confidence="medium", evidence=evidence, first_seen=first_ts(evidence)))]
 
     # A restart and nothing after it shows a resume: torchrun re-runs the script from the top.
     evidence = lead + [e for e in rs.markers if e is not first_marker][:5]
@@ -322,3 +322,10 @@ def _group_failed_only(job: JobModel, rule: Rule, rs: Restarts) -> list:
         "— if it did, the script re-ran from the top and must restore its checkpoint",
         severity="info", confidence="low", ranks=[failed.rank] if failed and failed.rank is not None else [],
         hosts=[failed.host] if failed and failed.host else [], evidence=evidence, first_seen=first_ts(evidence))]
+
+
+def _restored(f):
+    """An info finding that the restart did restore state: its heading says so (the rule's title
+    names the failure it did not find)."""
+    f.title = "Elastic restart (state restored)"
+    return f
