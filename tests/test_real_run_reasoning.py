@@ -550,3 +550,10 @@ def test_one_ranks_own_log_alone_blames_no_rank_it_does_not_show():
     # alone: nothing says which side deviated
     report = _one_file("desync_shape_detail_r2_w3", "logs/*/attempt_0/0/stderr.log")
     assert not report.verdict["ranks"]
+
+
+def test_a_collective_on_a_group_the_rank_is_not_in_is_that_ranks_desync():
+    # "UserWarning: Running all_reduce on global rank 2 which does not belong to the given group."
+    # (console.log:39): a no-op for rank 2, so its pair partner rank 3 waited (and looks like the laggard)
+    report = _run("t27_wrong_group_r2_w4_tee")
+    assert report.verdict["ranks"] == [2] and report.verdict["rule"] == "DSY1"

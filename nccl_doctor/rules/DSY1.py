@@ -131,6 +131,13 @@ def _reported_mismatch(job: JobModel) -> list[Mismatch]:
         out.append((f"the desync report says {name_ranks(ranks)} ran an inconsistent collective"
                     + (f": {detail}" if detail else ""), ranks, [facts.host_of(job, e) for e in inconsistent],
                     inconsistent[:8], ranks))  # torch names them: "the ranks that caused the desync"
+    strays = job.by_kind("torch_not_in_group")
+    if strays:
+        ranks = sorted({r for r in (facts.int_in(e.get("rank")) for e in strays) if r is not None})  # (the warning's)
+        ops = sorted({str(e.get("op")) for e in strays})
+        out.append((f"{name_ranks(ranks) or 'a rank'} ran {', '.join(ops)} on a process group it does not belong "
+                    "to (torch warns and skips the call): that group's members waited for a collective it never "
+                    "joined", ranks, [facts.host_of(job, e) for e in strays[:1]], strays[:4], ranks))
     torn, fingerprints = mismatch_reports(job)
     sender = mismatch_sender(job)
     if torn and sender is not None:
