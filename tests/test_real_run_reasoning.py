@@ -557,3 +557,15 @@ def test_a_collective_on_a_group_the_rank_is_not_in_is_that_ranks_desync():
     # (console.log:39): a no-op for rank 2, so its pair partner rank 3 waited (and looks like the laggard)
     report = _run("t27_wrong_group_r2_w4_tee")
     assert report.verdict["ranks"] == [2] and report.verdict["rule"] == "DSY1"
+
+
+def test_node_level_faults_of_a_multi_node_job():
+    # --max-restarts 2: rank 3 on p5-west-202 raises the same ValueError in each attempt
+    # (p5-west-202.log:26, :70, :115); p5-west-201's agent then finds the rendezvous closed
+    # (RendezvousClosedError, p5-west-201.log:189): an echo of the other agent giving up.
+    report = _run("t28_crashloop_n2_restarts2")
+    assert report.verdict["ranks"] == [3] and report.verdict["hosts"] == ["p5-west-202"]
+    # trn1-rack2-06 frozen 25 s: ranks 0-1 on trn1-rack2-05 time out (recv 15000ms), ranks 2-3 only
+    # lose the connection after (trn1-rack2-06.log:26, :40): that node stalled
+    report = _run("t28_node_sigstop_n2_redirect")
+    assert report.verdict["ranks"] == [2, 3] and report.verdict["hosts"] == ["trn1-rack2-06"]

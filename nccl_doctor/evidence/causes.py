@@ -35,7 +35,9 @@ _CONSEQUENCE = re.compile(
 _ECHO_TYPES = ("ChildFailedError", "CalledProcessError", "ProcessExitedException", "ProcessRaisedException",
                "SignalException", "WorkerGroupError", "TrainingFailedError", "RayTaskError",
                "ActorDiedError",
-               "KeyboardInterrupt", "SystemExit", "DistNetworkError", "DistStoreError")
+               "KeyboardInterrupt", "SystemExit", "DistNetworkError", "DistStoreError",
+               # an agent finding its rendezvous closed: another node's agent ended the job
+               "RendezvousClosedError")
 _CUDA_RX = re.compile(r"CUDA error|CUDA out of memory|illegal memory access|out of memory|ECC error|Xid", re.I)
 
 

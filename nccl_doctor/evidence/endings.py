@@ -235,8 +235,10 @@ def late_arrivals(job: JobModel) -> list[Ending]:
         return []
     timed = [e for e in ends.values() if e.how == "timeout"]
     late = [e for e in ends.values() if e.how == "echo" and e.peer_gone]
-    if not timed or not late or len(late) > max(1, len(ends) // ODD_SHARE) or len(timed) < len(ends) // 2:
+    if not timed or not late or len(timed) < len(ends) // 2:
         return []
+    if len(late) > max(1, len(ends) // ODD_SHARE) and not _one_node(job, late, timed):
+        return []  # (every rank of one node late while the other nodes' timed out: that node stalled)
     # In one stream, a rank that arrived after the others gave up writes its error after all of
     # their timeouts. Written before one of them, it lost a peer that was exiting from its own
     # timeout: one more waiter, not late.

@@ -93,8 +93,8 @@ def _store_keys(job: JobModel) -> list[Statement]:
     out = []
     for key, by_writer in waits.items():
         m = _RANK_KEY.search(key)
-        if m is None:
-            continue
+        if m is None or "/torchelastic/" in key:
+            continue  # (torchelastic's own keys, "/none/torchelastic/assigned_ranks/1", number nodes: no rank's)
         rank = int(m.group(1))
         waiters = {global_rank(job, e) for e in by_writer.values()} - {None}
         if rank in waiters or (job.ranks_expected and rank >= job.ranks_expected):

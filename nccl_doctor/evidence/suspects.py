@@ -22,7 +22,7 @@ from typing import Any
 from ..events import Event, LastLine
 from ..model import JobModel, RankState, pg_key, stage_index
 from .dumps import dump_facts
-from .endings import late_arrivals, quiet_odd_ones
+from .endings import host_of_rank, late_arrivals, quiet_odd_ones
 from .facts import (
     _per_job,
     count_ranks,
@@ -126,10 +126,17 @@ def lagging_ranks(job: JobModel) -> list[Suspect]:
         add(Suspect(behind.rank, job.known_ranks().get(behind.rank), behind.reason, "medium", behind.events))
     if not quiet_odd_ones(job)[0]:  # a rank that wrote nothing is the likelier one they waited for
         waited = sum(len(pt.reports) for pt in timeouts_by_pg(job).values())
-        for e in late_arrivals(job):
-            add(Suspect(e.rank, e.state, f"it reported no timeout while {plural(waited, 'rank')} timed out waiting; "
-                        "its only error is that a peer had closed the connection: it reached the collective after "
-                        "they gave up", "medium", e.events[:2]))
+        late = late_arrivals(job)
+        node = {host_of_rank(job, e) for e in late} if len(late) > 1 else set()
+        for e in late:
+            if len(node) == 1 and None not in node:  # every rank of one node (see late_arrivals)
+                why = (f"no rank of {next(iter(node))} reported a timeout while {plural(waited, 'rank')} on other "
+                       "nodes timed out waiting; their only error is that a peer had closed the connection: that "
+                       "node stalled (frozen, stopped or cut off) and came back after they gave up")
+            else:
+                why = (f"it reported no timeout while {plural(waited, 'rank')} timed out waiting; its only error is "
+                       "that a peer had closed the connection: it reached the collective after they gave up")
+            add(Suspect(e.rank, e.state, why, "medium", e.events[:2], host=host_of_rank(job, e)))
     stuck = bool(timeouts_by_pg(job) or watchdog_kills(job))
     for lag in dump_facts(job).lags:  # a collective the others entered and it never did
         if lag.confidence == "low" and not stuck:
