@@ -38,7 +38,7 @@ from .exits import (
 )
 from .facts import _per_job, file_host, first_ts, global_rank, host_of, int_in, line_key, owner, writer
 from .orphans import name_the_erring_child, pair_loose_traceback
-from .rendezvous import is_wrapper_echo, second_store, store_client_rank, store_not_joined, unreachable
+from .rendezvous import is_wrapper_echo, store_client_rank, store_not_joined, unreachable
 from .timeouts import timed_out_states, timeouts_by_pg, watchdog_kills
 
 #: Which of a rank's error lines describes its failure best (lower is more specific).
@@ -274,7 +274,7 @@ def failures(job: JobModel) -> list[Failure]:
     if not any(not f.exit_only for f in out):
         out += _lone_timeout(job)
     out += _signalled_agents(job)
-    for pb in unreachable(job) + second_store(job):  # a node's agent that could not reach the rendezvous endpoint
+    for pb in unreachable(job):  # a node's agent that could not reach the rendezvous endpoint
         out.append(Failure(rank=None, state=None, host=(pb.hosts or [None])[0], category="launcher", what=pb.what,
                            events=pb.events, label=f"the torchrun agent on {pb.hosts[0]}" if pb.hosts else None))
     out = name_the_erring_child(job, out, echo[1], job_timed_out, timed)

@@ -172,29 +172,3 @@ def store_client_rank(job: JobModel, ev: Event) -> int | None:
         return None
     return started_rank(job, next(iter(pids)))
 
-
-@_per_job
-def second_store(job: JobModel) -> list[RdzvProblem]:
-    """Two nodes' agents each hosted the rendezvous store and waited for clients (two given
-    ``--node-rank 0``, or the master's role): the one whose store no other node joined ("1/3
-    clients joined": only itself) is the node started wrong; the other nodes joined the real one."""
-    joined: dict[str, tuple[int, int, Event]] = {}
-    for ev in job.by_kind("torch_store_timeout", "python_exception"):
-        m = _CLIENTS.search(str(ev.get("err") or ev.get("msg") or "") or ev.text)
-        host = file_host(job, ev.file)
-        if m is not None and host is not None:
-            joined.setdefault(host, (int(m.group("joined")), int(m.group("want")), ev))
-    if len(joined) < 2:
-        return []
-    least = min(j for j, _w, _e in joined.values())
-    odd = [h for h, (j, _w, _e) in joined.items() if j == least]
-    if len(odd) != 1 or least > 1:
-        return []
-    host = odd[0]
-    j, w, ev = joined[host]
-    others = [(h, v) for h, v in sorted(joined.items()) if h != host]
-    told = ", ".join(f"{h}'s {jj}/{ww}" for h, (jj, ww, _e) in others)
-    return [RdzvProblem([host], f"its agent hosted a rendezvous store of its own and waited for clients ({j}/{w} "
-                        f"joined: only itself) while the others joined another ({told}): two nodes took the "
-                        "master's role (both given --node-rank 0, or the same --master-addr role)",
-                        [ev, *(v[2] for _h, v in others[:2])])]
