@@ -569,3 +569,15 @@ def test_node_level_faults_of_a_multi_node_job():
     # lose the connection after (trn1-rack2-06.log:26, :40): that node stalled
     report = _run("t28_node_sigstop_n2_redirect")
     assert report.verdict["ranks"] == [2, 3] and report.verdict["hosts"] == ["trn1-rack2-06"]
+
+
+def test_the_rank_in_a_loggers_name():
+    # "[r1.data] batch 12: 3 of 16 labels outside [0, 10) (max 17); aborting" (attempt_0/1/stdout.log:13)
+    # is rank 1's last word; the others only lost a peer.
+    report = _run("t29_exit1_r1_w4_prefix_bracket_logdirq")
+    assert report.verdict["ranks"] == [1] and "labels outside [0, 10)" in report.verdict["headline"]
+    # "2026-11-27 13:50:17,290 trainer.rank0 ERROR: training failed" heads log.exception's traceback of
+    # a timeout: an echo, not rank 0's own failure; rank 3 (trainer.rank3.log) hung
+    report = _run("t29_hang_r3_w4_dotted_files_split")
+    assert report.verdict["ranks"] == [3]
+    assert sorted(r.rank for r in report.job.ranks) == [0, 1, 2, 3]  # one process per rank, not two

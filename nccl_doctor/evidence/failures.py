@@ -157,7 +157,8 @@ def _echo_only(job: JobModel, job_timed_out: bool, timed: set[int]) -> tuple[set
     caused: set[int] = set()
     for st in job.ranks:
         rank_timed = id(st) in timed
-        own = [e for e in st.events if e.kind in _OWN_OR_CAUSE]
+        own = [e for e in st.events if e.kind in _OWN_OR_CAUSE
+               and not (e.kind == "log_error" and _heads_traceback(job, e))]  # (its exception says)
         if any(teardown_terminate(e) for e in own) and \
                 any(e.kind != "cpp_terminate" and classify(e, job_timed_out, rank_timed) is None for e in own):
             own = [e for e in own if not teardown_terminate(e)]  # its teardown after an echo of its own
@@ -216,6 +217,24 @@ def _original_of(wrapper: Event, ev: Event) -> bool:
         and _RERAISED.match(str(ev.get("msg") or "")) is None
 
 
+def _heads_traceback(job: JobModel, ev: Event) -> bool:
+    """A logged error right above a traceback (``log.exception("training failed")``, whose traceback
+    has no prefix of its own): the heading of that exception, not an error of its own."""
+    starts = _traceback_starts(job)
+    mine = global_rank(job, ev)
+    for k in (1, 2, 3):
+        tb = starts.get((ev.file, ev.line + k))
+        if tb is not None:
+            theirs = global_rank(job, tb)
+            return theirs is None or theirs == mine  # (another rank's traceback in a shared console: no)
+    return False
+
+
+@_per_job
+def _traceback_starts(job: JobModel) -> dict[tuple[str, int], Event]:
+    return {(e.file, e.line): e for e in job.by_kind("traceback_start")}
+
+
 @_per_job
 def _reporting_files(job: JobModel) -> set[str]:
     """Files holding torchrun's report of a failed worker: a nobody's "ERROR: ..." line there may be
@@ -235,6 +254,8 @@ def failures(job: JobModel) -> list[Failure]:
         st = owner(job, ev)
         if ev.kind == "log_error" and st is None and ev.rank is None and ev.file not in _reporting_files(job):
             continue  # an error line of nobody's (a shared console's "ERROR: ..."): no rank's last word
+        if ev.kind == "log_error" and _heads_traceback(job, ev):
+            continue  # log.exception's message: the exception printed below it says what it was
         cls = classify(ev, job_timed_out, st is not None and id(st) in timed) or outside_sigterm(job, ev) \
             or srun_first_kill(job, ev) or store_not_joined(job, ev)
         if cls is None or echoed_exit(job, ev, echo) or is_wrapper_echo(job, ev) or forced_kill(job, ev):

@@ -339,8 +339,13 @@ def _merge_same_rank(procs: list[Proc]) -> list[Proc]:
                 if _TRUST.get(p.rank_source or "", 9) > _TRUST.get(located[0].rank_source or "", 9):
                     p.rank, p.rank_source = None, None
             continue
-        target = min(located, key=lambda p: _TRUST.get(p.rank_source or "", 9)) if len(located) == 1 else None
-        if target is None:
+        if len(located) == 1:
+            target = located[0]
+        elif not located:
+            # No pid anywhere: the rank's lines under a prefix and its own file's unprefixed lines (a
+            # traceback its logger wrote to rank3.log) are one process, the best-sourced one.
+            target = min(ps, key=lambda p: _TRUST.get(p.rank_source or "", 9))
+        else:
             continue  # several pids on one host (restarts): separate generations of one rank
         for p in ps:
             if p is target:
