@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 from ..findings import Finding, Severity
 from ..model import JobModel
-from .base import DOC_HEADINGS, Registry, Rule, load_catalogue, make_rule
+from .base import DOC_HEADINGS, Registry, Rule, gpu_hints, load_catalogue, make_rule
 
 registry = Registry()
 for _rid in load_catalogue():
@@ -36,6 +36,12 @@ def run(job: JobModel, select: Iterable[str] | None = None, ignore: Iterable[str
             notes.append(f"rule {rule.id} failed: {type(exc).__name__}: {exc}")
             continue
         findings.extend(f for f in got if f.severity.level >= floor)
+    if not any(job.kinds(p) for p in ("nccl", "cuda", "xid")):  # a CPU job: no GPU advice
+        for f in findings:
+            if any(hint.split()[0] in f.remedy for hint in gpu_hints()):
+                f.remedy = " ".join(f.remedy.split())  # (the hints are matched on single-spaced text)
+                for hint in gpu_hints():
+                    f.remedy = f.remedy.replace(hint, "")
     return sort_findings(findings), notes
 
 

@@ -120,9 +120,17 @@ class Registry:
 
 
 @lru_cache(maxsize=1)
+def _catalogue_data() -> dict:
+    return tomllib.loads((HERE / "catalogue.toml").read_text(encoding="utf-8"))
+
+
 def load_catalogue() -> dict[str, dict]:
-    data = tomllib.loads((HERE / "catalogue.toml").read_text(encoding="utf-8"))
-    return {item["id"]: item for item in data["rule"]}
+    return {item["id"]: item for item in _catalogue_data()["rule"]}
+
+
+def gpu_hints() -> tuple[str, ...]:
+    """Fragments of remedies that only fit a GPU job (catalogue.toml ``gpu_hints``)."""
+    return tuple(_catalogue_data().get("gpu_hints", ()))
 
 
 def make_rule(rule_id: str) -> Rule:
