@@ -581,3 +581,20 @@ def test_the_rank_in_a_loggers_name():
     report = _run("t29_hang_r3_w4_dotted_files_split")
     assert report.verdict["ranks"] == [3]
     assert sorted(r.rank for r in report.job.ranks) == [0, 1, 2, 3]  # one process per rank, not two
+
+
+def test_any_torchrun_prefix_template_before_torchs_rank_prefix():
+    # TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE='$rank|': "0|[rank0]: RuntimeError: ... Timed out ..."
+    # (console.log:33), "2|[rank2]: ..." (:45); rank 1 never timed out and torchrun SIGTERMed it (:79-82)
+    report = _run("t31_hang_r1_w3_tee2_prefix_rank")
+    assert report.verdict["ranks"] == [1]
+    assert "2 ranks then timed out" in report.verdict["headline"]
+
+
+def test_a_cpu_job_gets_no_gpu_advice():
+    # gloo only (t20: "Timed out waiting 15000ms for recv operation", no NCCL line): no nvidia-smi
+    report = _run("t20_hang_r1_w3_outlog")
+    assert all("nvidia-smi" not in f.remedy for f in report.findings)
+    # a GPU job (NCCL lines) keeps it
+    gpu = analyze([str(Path(__file__).resolve().parent.parent / "fixtures" / "generated" / "hang-mn3-16")], jobs=1)
+    assert any("nvidia-smi" in f.remedy for f in gpu.findings if f.rule == "RK2")

@@ -18,6 +18,21 @@ for _rid in load_catalogue():
         registry.register(make_rule(_rid))
 
 
+#: Event kinds (prefixes) only a GPU job writes: NCCL's lines, CUDA errors, Xids, ProcessGroupNCCL's
+#: watchdog and its flight recorder.
+_GPU_KINDS = ("nccl", "cuda", "xid", "torch_wd", "torch_nccl", "torch_heartbeat", "torch_watchdog", "torch_monitor",
+              "torch_exception_hit", "fr_", "frtrace")
+
+
+def _cpu_job(job: JobModel) -> bool:
+    """A job on CPU: its lines show gloo (its transport errors, its timeouts, a backend named) and
+    nothing only a GPU job writes."""
+    if any(job.kinds(p) for p in _GPU_KINDS):
+        return False
+    return bool(job.kinds("gloo")) or any("gloo" in e.text for e in job.by_kind(
+        "python_exception", "cpp_terminate", "rank_world", "torch_store_timeout")[:2000])
+
+
 def run(job: JobModel, select: Iterable[str] | None = None, ignore: Iterable[str] | None = None,
         min_severity: Severity | str = Severity.INFO, live_only: bool = False) -> tuple[list[Finding], list[str]]:
     """Run rules over a job. Returns (findings, notes); a rule that crashes yields a note, not a crash.
@@ -36,7 +51,7 @@ def run(job: JobModel, select: Iterable[str] | None = None, ignore: Iterable[str
             notes.append(f"rule {rule.id} failed: {type(exc).__name__}: {exc}")
             continue
         findings.extend(f for f in got if f.severity.level >= floor)
-    if not any(job.kinds(p) for p in ("nccl", "cuda", "xid")):  # a CPU job: no GPU advice
+    if _cpu_job(job):  # no GPU advice
         for f in findings:
             if any(hint.split()[0] in f.remedy for hint in gpu_hints()):
                 f.remedy = " ".join(f.remedy.split())  # (the hints are matched on single-spaced text)
