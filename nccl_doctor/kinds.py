@@ -161,6 +161,7 @@ KINDS: dict[str, str] = {
     # ---- errors of any process (Python, CUDA, C++, signals) ----
     "torch_not_in_group": "op, rank: distributed_c10d's 'Running all_reduce on global rank 2 which does not belong to "
                           "the given group': a no-op for that rank, so the group's members wait for it",
+    "py_thread_exception": "thread: Python's 'Exception in thread NAME:' heading a thread's traceback (info)",
     "traceback_start": "'Traceback (most recent call last):'",
     "torch_c10d_frame": "srcline, op: a traceback frame in torch.distributed's distributed_c10d.py ('File \".../"
     "distributed_c10d.py\", line 2753, in send'): the torch.distributed call the process raised in",

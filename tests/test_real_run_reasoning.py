@@ -598,3 +598,11 @@ def test_a_cpu_job_gets_no_gpu_advice():
     # a GPU job (NCCL lines) keeps it
     gpu = analyze([str(Path(__file__).resolve().parent.parent / "fixtures" / "generated" / "hang-mn3-16")], jobs=1)
     assert any("nvidia-smi" in f.remedy for f in gpu.findings if f.rule == "RK2")
+
+
+def test_a_thread_that_died_is_why_its_rank_stopped():
+    # "Exception in thread prefetch:" + "ValueError: bad record header ..." (console.log:16, :24); rank 1's
+    # main loop went on a few steps, then starved on its empty queue: the others timed out, it did not
+    report = _run("t30_prefetch_dies_r1_w3_thread_tee")
+    assert report.verdict["ranks"] == [1] and report.verdict["rule"] == "RK1"
+    assert "ValueError: bad record header" in report.verdict["headline"]

@@ -342,6 +342,8 @@ def _recovered(job: JobModel, f: Failure) -> bool:
     later = [e for e in progress if e.line > ev.line]
     if any(e.kind != "train_step" for e in later):
         return False  # progress after a restart is a new attempt, not a recovery
+    if _thread_starved(job, f):
+        return False
     if any(owner(job, e) is f.state or (e.rank is not None and e.rank == f.rank) for e in later):
         return True
     if f.rank is None and f.label is None:
@@ -351,6 +353,18 @@ def _recovered(job: JobModel, f: Failure) -> bool:
         return bool(stepping) and None not in {e.rank for e in progress} \
             and stepping <= {e.rank for e in later}
     return False
+
+
+def _thread_starved(job: JobModel, f: Failure) -> bool:
+    """The exception ended one of the rank's threads ("Exception in thread prefetch:" above its
+    traceback), the main loop went on a while, and then the others timed out waiting while this rank
+    did not: it stopped for want of what the thread did (a queue it reads, a lock it held)."""
+    ev = f.events[0]
+    heads = [e for e in job.by_kind("py_thread_exception") if e.file == ev.file and 0 < ev.line - e.line <= 60]
+    if not heads or f.rank is None:
+        return False
+    waited = {r.rank for pt in timeouts_by_pg(job).values() for r in pt.reports}
+    return bool(waited) and f.rank not in waited
 
 
 def first_failure(job: JobModel, crash_only: bool = False) -> Failure | None:
