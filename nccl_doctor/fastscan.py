@@ -133,6 +133,8 @@ class FastScanner(Scanner):
         m = self._fast_match(body, raw, hits)
         if m is None:
             return None  # no match: maybe a hard-wrapped record, which the general path joins
+        if m[0] == "python_exception" and not str(m[1].get("msg") or "").strip():
+            return None  # its message is on the next lines (records.join_block joins them)
         kind = m[0]
         if kind in _REPEAT_KINDS:
             self._count_repeat(kind, out, capped)

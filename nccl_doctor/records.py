@@ -103,6 +103,18 @@ def join_block(record: str, next_line: NextLine, peek_line: NextLine) -> list[st
             next_line()
             frames.append(nxt.strip())
         return [f"{stripped} {' | '.join(frames)}" if frames else stripped]
+    if _BARE_EXCEPTION.match(stripped):
+        # rich's traceback (and a long message wrapped by a terminal) puts the message on the lines
+        # below "RuntimeError:": they are its message, up to a blank line or another record.
+        parts: list[str] = []
+        for _ in range(4):
+            nxt = peek_line()
+            if nxt is None or not nxt.strip() or (_NEW_RECORD.match(nxt) and not nxt.lstrip().startswith("[/")) \
+                    or nxt.lstrip().startswith(("===", "---", "/")) or nxt.strip() in (_CFE_ROOT, _CFE_FAIL, "Failures:"):
+                break  # (torchrun's "ChildFailedError:" heads its failure table: not a message)
+            next_line()
+            parts.append(nxt.strip())
+        return [f"{stripped} {' '.join(parts)}" if parts else stripped]
     if stripped.endswith(("Stalled ranks:", "Missing ranks:")):
         out = []
         for _ in range(10000):
@@ -181,6 +193,9 @@ _TWO_LINE = ((_TERMINATE, "what():"), (_MPI_PROC, "Exit code:"),
              (f"RuntimeError: {_STATE_DICT}", ("size mismatch for", "Missing key(s) in", "Unexpected key(s) in")))
 BLOCK_LITERALS = ("Rendezvous complete", _CFE_ROOT, _CFE_FAIL, "Stalled ranks:", "Missing ranks:", _TERMINATE, _MPI_PROC,
                   _FH_THREAD, _STATE_DICT)
+
+#: An exception line whose message is on the lines below it ("RuntimeError:" from rich's traceback).
+_BARE_EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w{0,64}\.){0,8}[A-Za-z_]\w{0,64}(?:Error|Exception|Exit|Interrupt):$")
 
 #: A wrapped continuation: not blank, and not the start of a new prefixed record.
 _NEW_RECORD = re.compile(

@@ -606,3 +606,16 @@ def test_a_thread_that_died_is_why_its_rank_stopped():
     report = _run("t30_prefetch_dies_r1_w3_thread_tee")
     assert report.verdict["ranks"] == [1] and report.verdict["rule"] == "RK1"
     assert "ValueError: bad record header" in report.verdict["headline"]
+
+
+def test_rich_tracebacks_carry_their_message_on_the_next_lines():
+    # rich's box ends "[rank0]: RuntimeError: " then "[rank0]: [/__w/.../unbound_buffer.cc:78] " and
+    # "[rank0]: Timed out waiting 15000ms for recv operation to complete" (console.err:62-64): a timeout,
+    # an echo; rank 3 hung (torchrun's table: -15 SIGTERM, console.err:233-234)
+    report = _run("t33_hang_r3_w4_rankzero_rich_split")
+    assert report.verdict["ranks"] == [3]
+    assert any("Timed out waiting 15000ms" in e.text for e in report.job.by_kind("gloo_timeout", "python_exception"))
+    # torchrun's table line "traceback : Signal 15 (SIGTERM) received by PID 11073" is its clean-up,
+    # not a failure: rank 2 logged its error and exited 1 first (console.log:46, :209)
+    report = _run("t33_exit1_r2_w4_rankall_rich_tee3")
+    assert report.verdict["ranks"] == [2]

@@ -134,10 +134,10 @@ def classify(ev: Event, job_timed_out: bool, rank_timed_out: bool) -> tuple[str,
         return "oom", (detail if detail.startswith("CUDA out of memory") else
                        f"CUDA out of memory{': ' + detail if detail else ''}")[:200]
     if k == "signal":
-        sig = str(get("signal") or text)
-        if _exit_is_consequence(None, sig, job_timed_out or rank_timed_out):
+        name = str(get("sig") or get("signal") or text)  # (its name, "SIGTERM", says more than 15)
+        if _exit_is_consequence(None, name, job_timed_out or rank_timed_out):
             return None
-        return "signal", sig[:200]
+        return "signal", str(get("signal") or text)[:200]
     if k == "xid":
         return "host", f"GPU Xid {get('code')}: {get('msg') or text}"[:200]
     if k == "slurm_node_fail":
