@@ -147,8 +147,6 @@ def _only_host(job: JobModel, file: str) -> str | None:
     return next(iter(hosts)) if len(hosts) == 1 else None
 
 
-
-
 def _echo_only(job: JobModel, job_timed_out: bool, timed: set[int]) -> tuple[set[int], set[int]]:
     """(id() of states, ranks) whose own errors are all echoes of another rank's failure (a timeout,
     a peer that closed the socket, gloo's "Timed out waiting"), with no cause of their own."""
@@ -380,7 +378,6 @@ def job_failed(job: JobModel) -> bool:
     flight-recorder dumps that name a culprit)?"""
     return bool(timeouts_by_pg(job) or watchdog_kills(job) or first_failure(job, crash_only=True)
                 or dump_facts(job).culprits)
-
 
 
 def _lone_timeout(job: JobModel) -> list[Failure]:

@@ -126,8 +126,6 @@ def is_wrapper_echo(job: JobModel, ev: Event) -> bool:
     return ev.kind == "python_exception" and str(ev.get("exc_type") or "").endswith("RendezvousConnectionError")
 
 
-
-
 @_per_job
 def _store_unjoined(job: JobModel) -> tuple[int, int, set] | None:
     """(joined, expected, the writers that could not reach the store) when the store's host timed
@@ -171,4 +169,3 @@ def store_client_rank(job: JobModel, ev: Event) -> int | None:
     if len(pids) != 1:
         return None
     return started_rank(job, next(iter(pids)))
-

@@ -27,7 +27,7 @@ from ..events import Event
 from ..model import JobModel
 from ..model.links import rank_list
 from .facts import _per_job, fmt_ms, global_rank, int_in, name_ranks, owner, plural, writer
-from .timeouts import c10d_call
+from .timeouts import c10d_frame
 
 #: TORCH_DISTRIBUTED_DEBUG=DETAIL's check of every collective's fingerprint across ranks.
 FINGERPRINT_MISMATCH = re.compile(r"Detected mismatch between collectives on ranks")
@@ -137,6 +137,7 @@ def mismatch_sender(job: JobModel) -> tuple[int, Event] | None:
     for st in job.ranks:
         if st.rank is None or st.rank in receivers:
             continue
-        if c10d_call(st) in _SENDS:
-            sending[st.rank] = next(e for e in reversed(st.events) if e.kind == "torch_c10d_frame")
+        frame = c10d_frame(st)
+        if frame is not None and frame.get("op") in _SENDS:
+            sending[st.rank] = frame
     return next(iter(sending.items())) if len(sending) == 1 else None

@@ -124,13 +124,16 @@ P2P_CALLS = frozenset(("send", "recv", "isend", "irecv", "batch_isend_irecv", "s
                        "recv_object_list"))
 
 
+def c10d_frame(st: RankState | None) -> Event | None:
+    """The innermost frame in distributed_c10d.py of a process's last traceback (the last one
+    printed), or None."""
+    return next((e for e in reversed(st.events if st is not None else ()) if e.kind == "torch_c10d_frame"), None)
+
+
 def c10d_call(st: RankState | None) -> str | None:
-    """The torch.distributed call a process's last traceback stopped in (its innermost frame in
-    distributed_c10d.py, the last one printed), or None."""
-    for e in reversed(st.events if st is not None else ()):
-        if e.kind == "torch_c10d_frame":
-            return e.get("op")
-    return None
+    """The torch.distributed call a process's last traceback stopped in, or None."""
+    frame = c10d_frame(st)
+    return frame.get("op") if frame is not None else None
 
 
 def waited_in(pt: PgTimeouts) -> str:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..events import Event, LastLine, by_place
+from .hosts import name_hosts
 from .identity import Proc, build_processes, logdir_slot
 
 #: Init stages in the order NCCL reaches them.
@@ -262,20 +263,7 @@ def build_job(events: list[Event], scans: list) -> JobModel:
     ranks = [_rank_state(p, last_by_file, shared) for p in chosen]
     _reconcile_across_ranks(ranks)
     ranks.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.host or "", r.pid or 0))
-    seen_hosts = {r.host for r in ranks if r.host} | {e.host for e in events if e.host and e.kind.startswith("nccl")}
-    short = {h.split(".", 1)[0] for h in seen_hosts}
-    # torchrun's table names the agent's FQDN, NCCL cuts at the first dot: one host, one name
-    table_hosts = {r: (h.split(".", 1)[0] if h.split(".", 1)[0] in short else h)
-                   for r, h in _launcher_rank_hosts(events).items()}
-    if len(seen_hosts) == 1:
-        # An agent whose own name resolves to the loopback calls its node "localhost" (getfqdn): the
-        # one host the processes name is that node, not a second one.
-        only = next(iter(seen_hosts))
-        table_hosts = {r: only if h in _LOOPBACK else h for r, h in table_hosts.items()}
-    for r in ranks:
-        if r.host is None and r.rank is not None and r.rank in table_hosts:
-            r.host = table_hosts[r.rank]  # the node whose launcher reported this rank's exit
-    hosts = sorted(seen_hosts | {r.host for r in ranks if r.host} | set(table_hosts.values()))
+    hosts, table_hosts = name_hosts(ranks, events)
     job = JobModel(ranks=ranks, events=sorted(events, key=by_place), ranks_expected=world,
                    hosts=hosts, rank_hosts={**table_hosts, **{r.rank: r.host for r in ranks if r.rank is not None and r.host}}, files=[s.path for s in scans], last_lines=last_by_file,
                    quiet={s.path: s.quiet for s in scans if getattr(s, "quiet", None)})
@@ -289,19 +277,6 @@ def build_job(events: list[Event], scans: list) -> JobModel:
                 if e.rank is None:
                     e.rank = r.rank
     return job
-
-
-_LOOPBACK = frozenset(("localhost", "localhost.localdomain", "127.0.0.1", "::1"))
-
-
-def _launcher_rank_hosts(events: list[Event]) -> dict[int, str]:
-    """rank -> host from torchrun's failure tables (each row names the rank and its node); a rank
-    that two tables place on different hosts (a restart that moved it) is left out."""
-    seen: dict[int, set[str]] = defaultdict(set)
-    for e in events:
-        if e.kind == "elastic_cfe" and isinstance(e.get("rank"), int) and e.get("host"):
-            seen[e.get("rank")].add(str(e.get("host")))
-    return {r: next(iter(h)) for r, h in seen.items() if len(h) == 1}
 
 
 def _rank_state(p: Proc, last_by_file: dict[str, dict], shared: set[str] = frozenset()) -> RankState:

@@ -1,0 +1,42 @@
+"""The job's hosts, and the host of each rank a launcher reported: from the processes' own lines,
+NCCL's line prefixes and torchrun's failure tables, one name per node."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from ..events import Event
+
+if TYPE_CHECKING:
+    from .job import RankState
+
+#: Names an agent whose own host name resolves to the loopback gives its node (getfqdn).
+_LOOPBACK = frozenset(("localhost", "localhost.localdomain", "127.0.0.1", "::1"))
+
+
+def name_hosts(ranks: list[RankState], events: list[Event]) -> tuple[list[str], dict[int, str]]:
+    """(the job's hosts, rank -> host from torchrun's failure tables). A rank that two tables place
+    on different hosts (a restart that moved it) is left out of the map. Ranks whose own lines name
+    no host take the table's (the node whose launcher reported its exit)."""
+    nccl_hosts: set[str] = set()
+    rows: dict[int, set[str]] = defaultdict(set)
+    for e in events:  # (one pass: a job has millions of events)
+        if e.host and e.kind.startswith("nccl"):
+            nccl_hosts.add(e.host)
+        elif e.kind == "elastic_cfe" and isinstance(e.get("rank"), int) and e.get("host"):
+            rows[e.get("rank")].add(str(e.get("host")))
+    seen_hosts = {r.host for r in ranks if r.host} | nccl_hosts
+    short = {h.split(".", 1)[0] for h in seen_hosts}
+    # torchrun's table names the agent's FQDN, NCCL cuts at the first dot: one host, one name
+    table_hosts = {r: (h.split(".", 1)[0] if h.split(".", 1)[0] in short else h)
+                   for r, hs in rows.items() if len(hs) == 1 for h in hs}
+    if len(seen_hosts) == 1:
+        # An agent whose own name resolves to the loopback calls its node "localhost" (getfqdn): the
+        # one host the processes name is that node, not a second one.
+        only = next(iter(seen_hosts))
+        table_hosts = {r: only if h in _LOOPBACK else h for r, h in table_hosts.items()}
+    for r in ranks:
+        if r.host is None and r.rank is not None and r.rank in table_hosts:
+            r.host = table_hosts[r.rank]
+    return sorted(seen_hosts | {r.host for r in ranks if r.host} | set(table_hosts.values())), table_hosts
