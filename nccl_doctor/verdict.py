@@ -17,7 +17,7 @@ from .model import JobModel
 #: Which rank-level finding names the culprit, strongest first.
 CULPRIT_ORDER = ("RK1", "RK3", "RK2")
 #: Classes that explain a failure, most specific (root-cause-like) first; MN3 is a consequence.
-CLASS_ORDER = ("MN1", "CFG1", "CFG2", "NC1", "NC2", "DSY1", "MN2", "NET1", "MN4", "DS1", "TO2", "WD1", "MN6",
+CLASS_ORDER = ("MN1", "CFG1", "CFG2", "CFG3", "NC1", "NC2", "DSY1", "MN2", "NET1", "MN4", "DS1", "TO2", "WD1", "MN6",
                "MN5", "NCX", "TO1", "WB1", "NV1", "NV2", "MN3")
 
 

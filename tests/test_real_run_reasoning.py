@@ -619,3 +619,25 @@ def test_rich_tracebacks_carry_their_message_on_the_next_lines():
     # not a failure: rank 2 logged its error and exited 1 first (console.log:46, :209)
     report = _run("t33_exit1_r2_w4_rankall_rich_tee3")
     assert report.verdict["ranks"] == [2]
+
+
+def test_a_node_launched_with_other_settings_is_named_by_its_console():
+    # static rendezvous, 3 nodes: ib-gpu-101.log:40 "waiting for clients. 2/3 clients joined" and ib-gpu-103.log:41
+    # "1/3 clients joined": two stores, two nodes given --node-rank 0; nobody but itself joined 103's. No line
+    # names a host: the per-node consoles' names do
+    report = _run("t28_dup_node_rank_n3_static")
+    assert report.verdict["rule"] == "CFG3" and report.verdict["hosts"] == ["ib-gpu-103"]
+    assert not [f for f in report.findings if f.rule == "RK2"]  # not "a node is missing": it came, wrongly
+    # c10d, 3 nodes: hpc-a-03.out:4-5 "min_nodes : 2", "max_nodes : 2" where hpc-a-01/02.out:4-5 say 3
+    report = _run("t28_nnodes_mismatch_n3_c10d")
+    assert report.verdict["rule"] == "CFG3" and report.verdict["hosts"] == ["hpc-a-03"]
+    assert "min_nodes 2" in report.verdict["summary"]
+
+
+def test_logurus_copy_of_a_timeout_is_its_ranks_past_the_c10d_frames():
+    # only rank 0 logs (loguru); its logger.catch copy of the timeout (console.out:10 "process 'MainProcess'
+    # (19495)", frames with distributed_c10d.py at :34, "RuntimeError: ... Timed out waiting 15000ms" at :39)
+    # is rank 0's (torchrun: "local_rank: 0 (pid: 19495)"): 3 ranks timed out, not 4; rank 3 slept
+    report = _run("t34_hang_r3_w4_zero_catch_split")
+    assert report.verdict["ranks"] == [3]
+    assert "3 ranks then timed out" in report.verdict["headline"]

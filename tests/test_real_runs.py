@@ -28,11 +28,6 @@ KNOWN_WRONG = {
                                 "(its traceback's script frame) is not compared",
     "t27_src_r1_w3_detail_split": "ranks 0 and 1 both timed out sending in one broadcast (two roots); rank 0 is "
                                   "the job's established root (its earlier broadcast): not reasoned about",
-    "t28_dup_node_rank_n3_static": "two agents waited for clients of their own store (2/3 and 1/3 joined): the "
-                                   "second store's node, ib-gpu-103, is not named because no line names a host "
-                                   "(the per-node files' names are not taken for hosts then)",
-    "t28_nnodes_mismatch_n3_c10d": "hpc-a-03's launch configs (LOGLEVEL=INFO) say min_nodes/max_nodes 2 where the "
-                                   "others say 3: torchrun's launch-config block is not read",
 }
 
 

@@ -22,10 +22,12 @@ A node is known by the host its file is written for (``file_host``).
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 from ..events import Event
 from ..model import JobModel
+from ..model.identity import file_rank
 from .exits import started_rank
 from .facts import _per_job, file_host, line_key, plural, writer
 
@@ -76,6 +78,92 @@ def unreachable(job: JobModel) -> list[RdzvProblem]:
     return out
 
 
+#: Launch settings every torchrun agent of one job must share (--nnodes; --nproc-per-node may differ
+#: between nodes).
+_SHARED_SETTINGS = (("min_nodes", "--nnodes (minimum)"), ("max_nodes", "--nnodes (maximum)"))
+#: File names that say what a file holds rather than where it was written: never a node's name.
+_GENERIC_STEM = re.compile(r"(?i)^(?:rank|worker|proc|process|local|attempt|stdout|stderr|std|out|err|log|logs|"
+                           r"train|training|console|output|job|run|task|trainer|main|agent|launcher|torchrun)(?![a-z])")
+_HOST_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,62}$")
+
+
+def node_name(job: JobModel, file: str) -> str | None:
+    """The node a torchrun agent's console was written on: the host its lines name, else the file's
+    own name when that reads as a host name (``ib-gpu-103.log``, ``hpc-a-03.out``: one console per
+    node, named after it, as job scripts save them), not a rank's or a generic name."""
+    host = file_host(job, file)
+    if host:
+        return host
+    stem = file.replace("\\", "/").rsplit("/", 1)[-1].split(".", 1)[0]
+    if (_HOST_NAME.match(stem) and re.search(r"\d", stem) and re.search(r"[A-Za-z]{2}", stem)
+            and not _GENERIC_STEM.match(stem) and file_rank(file) is None):
+        return stem
+    return None
+
+
+@_per_job
+def misconfigured_nodes(job: JobModel) -> list[RdzvProblem]:
+    """torchrun agents of one job started with settings that must agree and do not:
+
+    * their launch configs (``Starting elastic_operator with launch configs``) state another
+      ``min_nodes``/``max_nodes`` than a clear majority of the agents: that node was given another
+      ``--nnodes`` (it finds the round full, or waits for nodes that are not coming);
+    * two agents each hosted the static rendezvous store and timed out waiting for clients: two
+      nodes were given ``--node-rank 0``. The nodes joined the store at ``--master-addr``; the
+      store that fewer clients joined is the one started by mistake.
+
+    One problem per finding, its hosts the nodes to fix (empty when nothing tells which)."""
+    out = []
+    stated: dict[str, dict[str, set]] = defaultdict(lambda: defaultdict(set))
+    first: dict[tuple[str, str], Event] = {}
+    for e in job.by_kind("elastic_launch_config"):
+        for key, _flag in _SHARED_SETTINGS:
+            v = e.get(key)
+            if isinstance(v, int):
+                stated[e.file][key].add(v)
+                first.setdefault((e.file, key), e)
+    for key, flag in _SHARED_SETTINGS:
+        # one value per console (a file holding several agents' blocks says nothing of one node)
+        values = {f: next(iter(d[key])) for f, d in stated.items() if len(d.get(key, ())) == 1}
+        by_value: dict[int, list[str]] = defaultdict(list)
+        for f, v in values.items():
+            by_value[v].append(f)
+        if len(by_value) < 2:
+            continue
+        ranked = sorted(by_value.items(), key=lambda kv: -len(kv[1]))
+        (top, agree), odd_count = ranked[0], len(ranked[1][1])
+        if len(agree) < 2 or odd_count == len(agree):
+            continue  # no clear majority: nothing says which setting was meant
+        odd = sorted(f for v, fs in ranked[1:] for f in fs)
+        names = [node_name(job, f) for f in odd]
+        said = "; ".join(f"{node_name(job, f) or 'the node that wrote ' + f} has {key} {values[f]}" for f in odd)
+        out.append(RdzvProblem([n for n in names if n], f"its torchrun agent was started with another {flag} "
+                               f"than the job's other {len(agree)} agents ({key} {top}): {said}",
+                               [first[(f, key)] for f in odd][:3] + [first[(f, key)] for f in agree][:2]))
+        break  # (min and max usually differ together: one problem)
+    stores: dict[str, tuple[int, int, Event]] = {}
+    for e in job.by_kind("torch_store_timeout", "python_exception"):
+        m = _CLIENTS.search(str(e.get("err") or e.get("msg") or "") or e.text)
+        if m and e.rank is None and e.local_rank is None and e.file not in stores:
+            stores[e.file] = (int(m.group("joined")), int(m.group("want")), e)
+    nodes = {node_name(job, f) or f for f in stores}
+    if len(stores) >= 2 and len(nodes) == len(stores):
+        fewest = min(j for j, _w, _e in stores.values())
+        low = sorted(f for f, (j, _w, _e) in stores.items() if j == fewest)
+        blame = low if len(low) < len(stores) else []
+        said = ", ".join(f"{node_name(job, f) or 'the node that wrote ' + f} ({j}/{w} joined)"
+                         for f, (j, w, _e) in sorted(stores.items()))
+        tail = (f": the store fewer clients joined ({', '.join(node_name(job, f) or f for f in blame)}) is the one "
+                "started by mistake; the other nodes joined the store at --master-addr" if blame
+                else "; nothing here tells which one was meant")
+        out.append(RdzvProblem([n for n in (node_name(job, f) for f in blame) if n],
+                               f"{len(stores)} torchrun agents each hosted the rendezvous store and waited for the "
+                               f"nodes to join it ({said}): {len(stores)} nodes were given --node-rank 0" + tail,
+                               [stores[f][2] for f in blame] + [e for f, (_j, _w, e) in sorted(stores.items())
+                                                                 if f not in blame][:2]))
+    return out
+
+
 def waits_of(waits: dict[str, list[Event]], job: JobModel, host: str) -> list[Event]:
     return [e for f, evs in waits.items() if file_host(job, f) == host for e in evs[:1]]
 
@@ -83,9 +171,9 @@ def waits_of(waits: dict[str, list[Event]], job: JobModel, host: str) -> list[Ev
 @_per_job
 def incomplete(job: JobModel) -> RdzvProblem | None:
     connects, waits = _agent_lines(job)
-    if not waits or connects or job.ranks_seen and any(r.of_kind("train_step", "rank_world") for r in job.ranks):
+    if not waits or connects or misconfigured_nodes(job) or job.ranks_seen and any(r.of_kind("train_step", "rank_world") for r in job.ranks):
         return None
-    hosts = sorted({file_host(job, f) or f"the node that wrote {f}" for f in waits})
+    hosts = sorted({node_name(job, f) or f"the node that wrote {f}" for f in waits})
     first = next(iter(waits.values()))[0]
     m = _CLIENTS.search(str(first.get("err") or first.get("msg") or "") or first.text)
     said = (f"only {m.group('joined')} of the {m.group('want')} clients it waited for joined its store"

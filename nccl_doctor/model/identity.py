@@ -168,6 +168,10 @@ def _spawn_relayed(events: list[Event]) -> None:
                 relaying = None
 
 
+#: Lines inside a traceback, before its exception line: its head and the frames read as events.
+_IN_TRACEBACK = frozenset(("traceback_start", "torch_c10d_frame"))
+
+
 def _loguru_relayed(events: list[Event]) -> None:
     """loguru's ``logger.catch()`` prints its own copy of an exception with no launcher prefix, under
     "An error has been caught in function ..., process 'MainProcess' (PID)". torchrun's failure table
@@ -188,7 +192,7 @@ def _loguru_relayed(events: list[Event]) -> None:
                 relaying = None
                 continue
             ev.rank = relaying[1]
-            if ev.kind != "traceback_start":  # the copy's exception line ends it
+            if ev.kind not in _IN_TRACEBACK:  # the copy's exception line ends it
                 relaying = None
 
 

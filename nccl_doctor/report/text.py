@@ -35,7 +35,8 @@ def job_line(d: dict[str, Any]) -> str:
     job = d["job"]
     hosts = len(job["hosts"])
     bits = [f"{job['ranks_expected']} ranks expected" if job["ranks_expected"] is not None
-            else "ranks expected: unknown", f"{job['ranks_seen']} seen", plural(hosts, "host")]
+            else "ranks expected: unknown", f"{job['ranks_seen']} seen",
+            plural(hosts, "host") if hosts else "no host named in the logs"]
     if job["nccl_versions"]:
         bits.append("NCCL " + ", ".join(job["nccl_versions"]))
     if job["torch_versions"]:

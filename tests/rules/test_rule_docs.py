@@ -16,7 +16,7 @@ from nccl_doctor.rules.base import load_catalogue
 
 CASES = Path(__file__).resolve().parent / "cases"
 CATALOGUE_IDS = ["MN1", "MN2", "MN3", "MN4", "MN5", "MN6", "DS1", "TO1", "TO2", "WB1", "RK1", "RK2", "RK3",
-                 "DSY1", "NET1", "NC1", "NC2", "CFG1", "CFG2", "NV1", "NV2", "WD1", "NCX", "ST1", "ST2"]
+                 "DSY1", "NET1", "NC1", "NC2", "CFG1", "CFG2", "CFG3", "NV1", "NV2", "WD1", "NCX", "ST1", "ST2"]
 
 
 def test_every_catalogue_id_is_registered_once():
