@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .jsonlog import decode as decode_json
 from .resources import parsers_dir
+from .timeparse import _MONTHS
 
 _RAY_RANK = re.compile(r"\[rank=(\d{1,7})\]")
 #: Words that end with ": " at a line start but are not hosts (pdsh detection must ignore them).
@@ -24,10 +25,10 @@ _NOT_HOSTS = {"INFO", "WARNING", "ERROR", "DEBUG", "CRITICAL", "srun", "slurmste
               # a training script's progress words ("step: 12 loss: 0.31"), not pdsh host names
               "step", "Step", "STEP", "epoch", "Epoch", "iter", "Iter", "iteration", "Iteration", "loss", "Loss"}
 #: Prefixes added by log collectors outside every launcher: ambiguous launcher prefixes may follow them.
-_COLLECTORS = frozenset({"k8s_timestamp", "kubectl_prefix", "ansi_remnant", "stern_pod"})
+_COLLECTORS = frozenset({"k8s_timestamp", "kubectl_prefix", "ansi_remnant", "stern_pod", "journald", "compose_service"})
 _DIGITS = re.compile(r"\d+")
 _MIN_SHARE = {"srun_label": 0.6, "pdsh_host": 0.8, "mpich_rank": 0.9, "torchrun_template": 0.8,
-              "worker_label": 0.6, "stern_pod": 0.8}
+              "worker_label": 0.6, "stern_pod": 0.8, "compose_service": 0.6}
 #: An unlabelled NCCL line proves that the stream is not labelled by the launcher.
 _BARE_NCCL = re.compile(r"^[\w.-]{1,253}:\d{1,10}:\d{1,10} \[\d{1,4}\] (?:NCCL )?(?:INFO|WARN)")
 
@@ -155,6 +156,11 @@ class LauncherStripper:
             fields.setdefault("pod", g["pod"])
         if g.get("pid"):
             fields.setdefault("pid", int(g["pid"]))
+        if g.get("jpid"):
+            fields.setdefault("stream_pid", int(g["jpid"]))
+        if g.get("sysmon"):  # syslog's "Nov 27 15:03:57": as c10's MMDD time, the year from the file
+            fields.setdefault("mmdd", f"{_MONTHS[g['sysmon']]}{int(g['sysday']):02d}")
+            fields.setdefault("hms", g["syshms"])
         if g.get("ip"):
             fields.setdefault("ip", g["ip"])
         if lc.name == "ray_actor":

@@ -24,7 +24,7 @@ _TS_ONLY = re.compile(r"\s{0,8}\[[\d: .,T-]{10,40}\] ?")
 #: record's ("... - ERROR - __main__ - [RANK 2] ...", Accelerate's logger), not a second record.
 _LOG_PREFIX_ONLY = re.compile(r"\s{0,8}(?:\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?|\d{2}/\d{2}/\d{4} "
                               r"\d{2}:\d{2}:\d{2})(?: {1,2}[|-])? {1,2}(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)"
-                              r"(?: {1,2}[|:-])? {1,2}(?:[\w.<>]{1,64} {1,2}[|:-] {1,2})?")
+                              r"(?: {1,2}[|:-])? {1,2}(?:[\w.<>]{1,64} {1,2}[|:-] {1,2}|[\w.<>]{1,64}: )?")
 _NCCL_AT_START = re.compile(r"\s{0,8}(?:\[[\d: .-]{10,40}\] )?[\w.-]{1,120}:\d{1,10}:\d{1,10} (?:\[\d{1,4}\] )?")
 
 

@@ -641,3 +641,30 @@ def test_logurus_copy_of_a_timeout_is_its_ranks_past_the_c10d_frames():
     report = _run("t34_hang_r3_w4_zero_catch_split")
     assert report.verdict["ranks"] == [3]
     assert "3 ranks then timed out" in report.verdict["headline"]
+
+
+def test_container_and_journal_collectors():
+    # docker compose logs -t: "trainer1-1  | 2026-...Z ..." (compose.log), then compose's own "trainer1-1 exited
+    # with code 137" (:29, 128 + SIGKILL) before any traceback: rank 1 (its lines carry trainer1-1) was killed
+    report = _run("t35_kill_r1_w4_compose_ts")
+    assert report.verdict["ranks"] == [1] and "SIGKILL" in report.verdict["headline"]
+    # journalctl -o short-iso, one unit per rank: "systemd[1]: train@2.service: Main process exited,
+    # code=killed, status=9/KILL" (journal.log:25); the journal stream of pid 21717 said "rank 2 of 3"
+    report = _run("t35_kill_r2_w3_units_iso")
+    assert report.verdict["ranks"] == [2] and report.verdict["hosts"] == ["gpu-node-07"]
+    # one torchrun unit per node (-o short): every rank of a node is in the agent's stream (torchrun[21839]),
+    # which therefore names no writer; rank 3's own RuntimeError (journal-ml-trn-02.log:26) is first
+    report = _run("t35_raise_r3_2x2_torchrun_unit_short")
+    assert report.verdict["ranks"] == [3] and report.verdict["hosts"] == ["ml-trn-02"]
+    # no prefix at all (--no-log-prefix): the containers' names state their ranks ("ddp-rank3-1 exited with
+    # code 143": docker stopped the hung rank 3; the others' exit 1 echo their timeouts)
+    report = _run("t35_hang_r3_w4_compose_noprefix")
+    assert report.verdict["ranks"] == [3] and report.verdict["rule"] == "RK2"
+
+
+def test_a_logged_error_after_the_loggers_name_is_the_ranks_last_word():
+    # docker logs -t: "... ERROR train: [rank 0] checkpoint shard ... refusing to continue" (ddp-rank0.log:8) is
+    # rank 0's last line; rank 1 loses it 0.6 s later (ddp-rank1.log:19): rank 0 failed, it did not hang
+    report = _run("t35_exit1_r0_w2_dockerts_files")
+    assert report.verdict["ranks"] == [0] and report.verdict["rule"] == "RK1"
+    assert "sha256 check" in report.verdict["summary"]

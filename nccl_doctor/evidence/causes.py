@@ -56,7 +56,7 @@ CAUSE_KINDS = ("python_exception", "log_error", "cpp_terminate", "cuda_error", "
                "nccl_cuda_fail", "nccl_alloc_fail", "nccl_shm", "nccl_dup_gpu", "torch_nccl_error",
                "torch_nccl_err_kind", "torch_wd_exception", *NETWORK_KINDS, "elastic_cfe", "elastic_failed",
                "slurm_task_exit", "mp_spawn_failed", "ds_exit", "mpi_abort", "slurm_node_fail", "ray_worker_died",
-               "shell_job_died", "worker_exit", "worker_mem_kill")
+               "shell_job_died", "worker_exit", "worker_mem_kill", "unit_exit")
 #: Echo text of a peer that went away (not a timeout: the waiter did not wait the full window).
 _PEER_GONE = re.compile(r"Connection (?:closed|reset) by (?:remote )?peer|Broken pipe|remote process exited"
                         r"|Connection was likely closed|got 0 bytes")
@@ -67,7 +67,7 @@ _OWN_ERRORS = ("python_exception", "cpp_terminate", "torch_wd_exception", "torch
                *_TIMEOUT_ECHOES)
 #: Launcher/host reports about a process (not the process's own words).
 _REPORTS = ("elastic_cfe", "elastic_failed", "slurm_task_exit", "mp_spawn_failed", "ds_exit", "mpi_abort",
-            "slurm_node_fail", "ray_worker_died", "shell_job_died", "worker_exit", "worker_mem_kill")
+            "slurm_node_fail", "ray_worker_died", "shell_job_died", "worker_exit", "worker_mem_kill", "unit_exit")
 
 
 #: A failure table's traceback field that holds an exception (torchrun @record), not a signal note.
@@ -218,6 +218,14 @@ def _classify_exit(ev: Event, job_timed_out: bool) -> tuple[str, str] | None:
             return None
         sig = _signal_of(code)
         return "exit", f"exit code {code}{f' ({sig})' if sig else ''}, as its launcher reports"
+    if k == "unit_exit":
+        code = worker_exit_code(ev)
+        if _exit_is_consequence(code, None, job_timed_out) is not False:
+            return None
+        sig = _signal_of(code)
+        who = get("container") or (f"{get('unit')}@{get('instance')}.service" if get("instance") else f"{get('unit')}.service")
+        by = "docker" if get("container") else "systemd"
+        return "exit", f"exit code {code}{f' ({sig})' if sig else ''}, as {by} reports for {who}"
     if k == "shell_job_died":
         return "exit", f"{get('what')} ({get('sig')}; pid {get('pid')}, as the shell that started it reports; which rank it does not say)"
     if k == "ray_worker_died":
@@ -232,7 +240,15 @@ def _classify_exit(ev: Event, job_timed_out: bool) -> tuple[str, str] | None:
 
 def worker_exit_code(ev: Event) -> int | None:
     """A home-grown launcher's report (``worker_exit``) as an exit code: its status, or minus the
-    signal it names ("terminated by signal 11": -11, as torchrun reports a signal)."""
+    signal it names ("terminated by signal 11": -11, as torchrun reports a signal); a service's or
+    container's (``unit_exit``) likewise: systemd's code=killed/dumped status is a signal, a
+    container's status above 128 is 128 + the signal."""
+    if ev.kind == "unit_exit":
+        if ev.get("container") is not None:
+            code = int_in(ev.get("ccode"))
+            return code if code is None or code <= 128 or code > 128 + 64 else -(code - 128)
+        status = int_in(ev.get("status"))
+        return status if status is None or ev.get("how") == "exited" else -status
     code = int_in(ev.get("code"))
     if code is not None:
         return code

@@ -23,8 +23,16 @@ from dataclasses import dataclass, field
 
 from ..events import Event
 from ..model import JobModel, RankState
-from .causes import _OWN_ERRORS, _PEER_GONE, _REPORTS, _TIMEOUT_ECHOES, CAUSE_KINDS, classify
-from .exits import forced_kills, state_for_pid
+from .causes import (
+    _OWN_ERRORS,
+    _PEER_GONE,
+    _REPORTS,
+    _TIMEOUT_ECHOES,
+    CAUSE_KINDS,
+    classify,
+    worker_exit_code,
+)
+from .exits import fail_ranks, forced_kills, state_for_pid
 from .facts import _per_job, file_host, fmt_ranks, int_in, plural
 from .failures import failures
 from .statements import mismatch_reports
@@ -93,7 +101,8 @@ def _text(ev: Event) -> str:
 
 
 def _launcher_kills(job: JobModel) -> dict[int, list[Event]]:
-    """rank -> the launcher's lines that stopped it (SIGTERM to its pid, -15/143 in torchrun's table)."""
+    """rank -> the launcher's lines that stopped it (SIGTERM to its pid, -15/143 in torchrun's table, a
+    container's 143 or a service's SIGTERM)."""
     out: dict[int, list[Event]] = {}
     for ev in job.by_kind("elastic_cfe"):
         code, rank = int_in(ev.get("exitcode")), int_in(ev.get("rank"))
@@ -104,6 +113,10 @@ def _launcher_kills(job: JobModel) -> dict[int, list[Event]]:
         st = state_for_pid(job, ev.get("pid"), ev.host, ev.file)
         if st is not None and st.rank is not None:
             out.setdefault(st.rank, []).append(ev)
+    for ev in job.by_kind("unit_exit"):  # a container stopped (143), a service's process SIGTERMed
+        rank = fail_ranks(job, ev)[0]
+        if rank is not None and worker_exit_code(ev) == -15:
+            out.setdefault(rank, []).append(ev)
     return out
 
 

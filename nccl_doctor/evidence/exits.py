@@ -21,6 +21,7 @@ from typing import Any
 
 from ..events import Event
 from ..model import JobModel, RankState
+from ..model.identity import file_rank
 from ..model.links import rank_list
 from .causes import _OWN_ERRORS, _REPORTS, CAUSE_KINDS, classify, worker_exit_code
 from .facts import _per_job, global_rank, host_of, int_in, owner
@@ -77,6 +78,8 @@ def fail_ranks(job: JobModel, ev: Event) -> list[int | None]:
         return [int_in(ev.get("rank"))]
     if ev.kind in ("worker_exit", "worker_mem_kill"):
         return [_worker_rank(job, ev)]
+    if ev.kind == "unit_exit":
+        return [_unit_rank(job, ev)]
     if ev.kind in ("elastic_failed", "elastic_cfe", "ds_exit", "oom_killer") and ev.get("pid") is not None:
         st = state_for_pid(job, ev.get("pid"), ev.get("host") or host_of(job, ev), ev.file)
         if st is not None:
@@ -102,6 +105,25 @@ def _worker_rank(job: JobModel, ev: Event) -> int | None:
         return started
     st = state_for_pid(job, pid, host_of(job, ev), ev.file)
     return st.rank if st is not None else None
+
+
+def _unit_rank(job: JobModel, ev: Event) -> int | None:
+    """The rank a container's or service's exit report is about: the one rank whose lines carry that
+    container's name (docker compose's prefix names each line's container), else the rank its name
+    states (``ddp-rank1-1``, as a file's name would); a templated service's
+    instance number ("train@2.service"), as a launcher's worker index, when that rank ran on the
+    host the report comes from."""
+    name = ev.get("container")
+    if name is not None:
+        ranks = {st.rank for st in job.ranks if st.host == name}
+        if not ranks:  # no line carries the container's name: a name that states a rank ("ddp-rank1-1")
+            ranks = {file_rank(str(name))}
+        return next(iter(ranks)) if len(ranks) == 1 else None
+    instance = int_in(ev.get("instance"))
+    st = job.known_ranks().get(instance) if instance is not None else None
+    if st is None or (ev.host and st.host and st.host != ev.host):
+        return None
+    return instance
 
 
 def _folder(path: str) -> str:
@@ -148,7 +170,7 @@ def echoed_exit(job: JobModel, ev: Event, echo: tuple[set[int], set[int]]) -> bo
             code = 1  # "terminated with the following error": the child relayed its exception, then exited 1
     elif ev.kind in ("elastic_cfe", "elastic_failed"):
         code = int_in(ev.get("exitcode") if ev.kind == "elastic_cfe" else ev.get("code"))
-    elif ev.kind == "worker_exit":
+    elif ev.kind in ("worker_exit", "unit_exit"):
         code = worker_exit_code(ev)
     elif ev.kind == "mpi_abort" and ev.get("code") is not None:  # mpirun's first process to exit non-zero
         code = int_in(ev.get("code"))

@@ -77,7 +77,7 @@ def _is_default_pg(ev: Event) -> bool:
 
 #: Lines a controller writes about its workers (Ray Train's table and reports): they make no process
 #: of their writer.
-_ABOUT_WORKERS = frozenset(("ray_worker_rank", "ray_worker_context", "ray_error_snippet"))
+_ABOUT_WORKERS = frozenset(("ray_worker_rank", "ray_worker_context", "ray_error_snippet", "unit_exit"))
 
 
 def _keys(ev: Event, file_has_labels: bool) -> list[tuple]:
@@ -196,6 +196,17 @@ def _loguru_relayed(events: list[Event]) -> None:
                 relaying = None
 
 
+def _relaying_streams(events: list[Event]) -> set[tuple[str, int]]:
+    """(file, journal stream pid) of streams that speak for two ranks or more: a torchrun agent's
+    service relaying every rank of its node. Such a pid is no writer; any other stream's is one."""
+    seen: dict[tuple[str, int], set[int]] = defaultdict(set)
+    for ev in events:
+        spid = ev.fields.get("stream_pid") if ev.rank is not None else None
+        if spid is not None:
+            seen[(ev.file, spid)].add(ev.rank)
+    return {k for k, ranks in seen.items() if len(ranks) > 1}
+
+
 def build_processes(events: list[Event], world: int | None) -> list[Proc]:
     """Group events into processes and assign global ranks (see module docstring)."""
     _spawn_relayed(events)
@@ -218,9 +229,10 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
     # at their other fields.
     by_writer: dict[tuple, tuple] = {}
     self_local: dict[str, list] = defaultdict(list)  # file -> (event, the local rank its script states)
+    relayed = _relaying_streams(events)
     for ev in events:
         sig = (ev.file, ev.host, ev.pid, ev.rank, ev.local_rank, ev.fields.get("launcher_pid"),
-               ev.fields.get("launcher_ip"))
+               ev.fields.get("launcher_ip"), ev.fields.get("stream_pid"))
         named = ev.pid is not None or ev.rank is not None or ev.local_rank is not None
         if not named:
             # An event naming no writer: its keys follow from the same signature and what its kind
@@ -230,6 +242,9 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
         key0 = by_writer.get(sig) if sig is not None else None
         if key0 is None:
             keys = _keys(ev, ev.file in file_labels)  # may set ev.rank (old torch's "[Rank N]")
+            spid = ev.fields.get("stream_pid")
+            if spid is not None and ev.kind not in _ABOUT_WORKERS and (ev.file, spid) not in relayed:
+                keys.append(("stream", ev.file, spid))  # a journal stream of one process: its lines
             fp = file_procs.get(ev.file, ())
             if len(fp) == 1:  # a file written by one process: everything in it is that process
                 keys.append(("proc", *next(iter(fp))))
