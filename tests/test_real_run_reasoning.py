@@ -668,3 +668,13 @@ def test_a_logged_error_after_the_loggers_name_is_the_ranks_last_word():
     report = _run("t35_exit1_r0_w2_dockerts_files")
     assert report.verdict["ranks"] == [0] and report.verdict["rule"] == "RK1"
     assert "sha256 check" in report.verdict["summary"]
+
+
+def test_a_store_port_held_by_another_process_is_the_cause():
+    # dgx-a-01.log:41 "DistNetworkError: The server socket has failed to listen on any local network address.
+    # port: 33740, ... EADDRINUSE": node 0's agent could not host the static store (a leftover process holds
+    # the port); dgx-a-02.log:46 "wait timeout after 20000ms, keys: .../assigned_ranks/1" is its echo. No
+    # line names a host: the consoles are named after their nodes
+    report = _run("t36_port_in_use_n2_leftover_tee")
+    assert report.verdict["rule"] == "RK1" and report.verdict["hosts"] == ["dgx-a-01"]
+    assert "address is already in use" in report.verdict["summary"]

@@ -38,6 +38,18 @@ _ECHO_TYPES = ("ChildFailedError", "CalledProcessError", "ProcessExitedException
                "KeyboardInterrupt", "SystemExit", "DistNetworkError", "DistStoreError",
                # an agent finding its rendezvous closed: another node's agent ended the job
                "RendezvousClosedError")
+#: The TCPStore server failing to bind its port (c10d's socket.cpp): not an echo of a peer, a port that
+#: another process holds ("...failed to listen on any local network address. port: 29500, ..., name:
+#: EADDRINUSE, message: address already in use").
+_CANNOT_LISTEN = re.compile(r"failed to listen on any local network address\.? port: (?P<port>\d{1,5})|EADDRINUSE"
+                            r"|[Aa]ddress already in use")
+
+
+def get_port(msg: str) -> str:
+    m = _CANNOT_LISTEN.search(msg)
+    return m.group("port") if m and m.group("port") else "(its port)"
+
+
 _CUDA_RX = re.compile(r"CUDA error|CUDA out of memory|illegal memory access|out of memory|ECC error|Xid", re.I)
 
 
@@ -105,6 +117,9 @@ def classify(ev: Event, job_timed_out: bool, rank_timed_out: bool) -> tuple[str,
         return None
     if k == "python_exception":
         etype, msg = str(get("exc_type") or ""), str(get("msg") or "")
+        if _CANNOT_LISTEN.search(msg):  # the store's own port is taken: this process could not host it
+            return "config", (f"its store could not listen on port {get_port(msg)}: the address is already in use "
+                              "(another job, or a leftover process of an earlier run, holds it)")
         if etype.rsplit(".", 1)[-1] in _ECHO_TYPES or (etype == "Exception" and not msg.strip()):
             return None
         if _CONSEQUENCE.search(msg) and not _cuda_text(msg) and not _own_timeout(etype, msg):

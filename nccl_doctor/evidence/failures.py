@@ -38,7 +38,7 @@ from .exits import (
 )
 from .facts import _per_job, file_host, first_ts, global_rank, host_of, int_in, line_key, owner, writer
 from .orphans import name_the_erring_child, pair_loose_traceback
-from .rendezvous import is_wrapper_echo, store_client_rank, store_not_joined, unreachable
+from .rendezvous import is_wrapper_echo, node_name, store_client_rank, store_not_joined, unreachable
 from .timeouts import timed_out_states, timeouts_by_pg, watchdog_kills
 
 #: Which of a rank's error lines describes its failure best (lower is more specific).
@@ -241,6 +241,12 @@ def _reporting_files(job: JobModel) -> set[str]:
 
 
 @_per_job
+def _rank_files(job: JobModel) -> set[str]:
+    """Files holding lines of a known rank."""
+    return {f for st in job.ranks if st.rank is not None for f in st.files}
+
+
+@_per_job
 def failures(job: JobModel) -> list[Failure]:
     """Every rank's first cause, de-duplicated, earliest first (time when known, else line order)."""
     job_timed_out = bool(timeouts_by_pg(job)) or bool(watchdog_kills(job))
@@ -273,6 +279,8 @@ def failures(job: JobModel) -> list[Failure]:
             if host is not None and rank is not None and ev.kind == "elastic_cfe":
                 host = job.rank_hosts.get(rank, host)  # (the table's "localhost" may be the node's name)
             host = host or (rst.host if rst is not None else None) or ev.host or file_host(job, ev.file)
+            if host is None and rank is None and (st is None or st.rank is None) and ev.file not in _rank_files(job):
+                host = node_name(job, ev.file)  # an agent's console of no rank: named after its node
             if host is None and ev.kind == "ds_exit":
                 host = _only_host(job, ev.file)  # a node's launcher log: its ranks' NCCL lines name the node
             key = ("rank", rank) if rank is not None else ("proc", id(st), ev.host, ev.pid)

@@ -72,7 +72,7 @@ def reach_label(r: Mapping[str, Any], pg: str | None, short: bool = False) -> st
 STAGE_WORDS = {"none": "no NCCL init seen", "started": "NCCL started", "bootstrap": "bootstrapping",
                "init_start": "communicator init started", "topology": "topology detected",
                "connected": "peers connected", "init_complete": "communicator ready",
-               "running": "running", "finished": "finished (communicator destroyed)"}
+               "running": "reached training", "finished": "finished (communicator destroyed)"}
 
 
 def stage_label(stage: str) -> str:
