@@ -258,6 +258,8 @@ KINDS: dict[str, str] = {
     "mpi_abort": "rank, code: 'MPI_ABORT was invoked on rank 3'; rank, pid, host, signal, sig: 'mpirun noticed that "
     "process rank 3 with PID 0 on node n exited on signal 9 (Killed)' / 'has exited due to process rank 5 with PID ..'",
     # ---- training progress and start-up work ----
+    "log_carry_on": "carry: a handler's message that it caught something and goes on ('..., skipping', 'retrying in 1.0s'):"
+                    " the traceback right below it was handled",
     "train_step": "step, total: a training progress line (Megatron 'iteration N/ M' with ts when dated "
     "'[2024-06-23 15:04:30] iteration ...', 'step: N', 'Iter #N', 'global_step=N', 'Step N/M'); phase=valid: 'valid "
     "loss at iteration N'; loss, epoch (text): HF Trainer \"{'loss': .., 'epoch': 0.5}\" (no step)",

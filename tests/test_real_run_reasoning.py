@@ -165,11 +165,19 @@ def test_a_traceback_of_nobody_that_every_rank_trains_past_was_handled(tmp_path)
     assert not [f for f in r.findings if f.severity.value == "error"]
 
 
-def test_a_traceback_of_nobody_after_which_one_rank_stops_is_a_failure(tmp_path):
-    # The same, but rank 3 prints nothing after it: the traceback may be its own end.
+def test_a_traceback_a_handler_skipped_is_no_cause_even_when_a_rank_stops_after(tmp_path):
+    # The same, but rank 3 prints nothing after it. The line above the traceback says the handler went on
+    # ("...; skipping it": log.exception in an except block that continues), so the KeyError ended nobody:
+    # whatever stopped rank 3 is not that exception (t37_kill_r1_w3: such tracebacks on one rank, another
+    # rank SIGKILLed).
     lines = _json_steps(range(4), 8) + _CAUGHT + _json_steps(range(3), 12) + _json_steps(range(3), 16)
     p = tmp_path / "console.log"
     p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    r = analyze([str(p)])
+    assert not [f for f in r.findings if f.severity.value == "error" and "KeyError" in f.summary]
+    # without the handler's words, the traceback may be rank 3's own end
+    plain = [ln for ln in lines if "skipping it" not in ln]
+    p.write_text("\n".join(plain) + "\n", encoding="utf-8")
     r = analyze([str(p)])
     assert "RK1" in {f.rule for f in r.findings if f.severity.value == "error"}
 
@@ -678,3 +686,22 @@ def test_a_store_port_held_by_another_process_is_the_cause():
     report = _run("t36_port_in_use_n2_leftover_tee")
     assert report.verdict["rule"] == "RK1" and report.verdict["hosts"] == ["dgx-a-01"]
     assert "address is already in use" in report.verdict["summary"]
+
+
+def test_a_traceback_a_handler_logged_before_going_on_is_no_cause():
+    # rank 2's stderr.log: "ERROR: failed to decode sample 2053 of shard-00002.jsonl, skipping" above each
+    # JSONDecodeError traceback (:7-42), and it trained on (stdout.log: steps 12, 14); rank 1 was SIGKILLed
+    # (torchrun's table, console.log:40-45)
+    report = _run("t37_kill_r1_w3_errors_r2_print_logdirq")
+    assert report.verdict["ranks"] == [1] and "SIGKILL" in report.verdict["summary"]
+    # one console, no rank on the lines: rank 2's skipped records (console.log:11-38) are not rank 1's cause;
+    # rank 1 printed nothing and was SIGKILLed
+    report = _run("t37_kill_r1_w4_silent_zero_tee")
+    assert report.verdict["ranks"] == [1] and "JSONDecodeError" not in report.verdict["summary"]
+    # rank 0's own last word is "ERROR: cannot write checkpoint ... disk quota exceeded, aborting"
+    # (console.err:59), not rank 1's "..., skipping"
+    report = _run("t37_exit1_r0_w2_errors_r1_print_split")
+    assert report.verdict["ranks"] == [0] and "disk quota exceeded" in report.verdict["summary"]
+    # a healthy job full of such noise has no error finding
+    report = _run("t37_healthy_w4_allnoise_tee3")
+    assert report.verdict is None or not report.verdict.get("ranks")

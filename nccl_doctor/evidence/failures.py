@@ -15,6 +15,7 @@ results are cached per job like the facts.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -228,6 +229,64 @@ def _heads_traceback(job: JobModel, ev: Event) -> bool:
     return False
 
 
+#: What a handler logs above a traceback it caught and went on from ("failed to decode sample 7, skipping",
+#: "download failed (attempt 1/3), retrying in 1.0s").
+_CARRIES_ON = re.compile(r"\b(?:skipping|skipped|retrying|will retry|trying again|ignoring|ignored|continuing|"
+                         r"falling back)\b", re.I)
+
+
+@_per_job
+def _handled_starts(job: JobModel) -> dict[str, list[int]]:
+    """file -> the lines of the tracebacks that a logged "..., skipping" / "..., retrying" heads
+    (``log.exception`` in a handler that carries on), sorted."""
+    out: dict[str, list[int]] = defaultdict(list)
+    starts = _traceback_starts(job)
+    for ev in job.by_kind("log_error", "log_carry_on"):
+        if _CARRIES_ON.search(str(ev.get("msg") or ev.text)):
+            for k in (1, 2, 3):
+                if (ev.file, ev.line + k) in starts:
+                    out[ev.file].append(ev.line + k)
+                    break
+    return {f: sorted(lines) for f, lines in out.items()}
+
+
+def _handled(job: JobModel, ev: Event) -> bool:
+    """The exception line of a traceback that a handler's "..., skipping" heads: the traceback it
+    belongs to is the last one started before it in the file (its frames come in between)."""
+    handled = _handled_starts(job).get(ev.file)
+    if not handled:
+        return False
+    starts = _starts_by_file(job).get(ev.file, [])
+    i = bisect_left(starts, ev.line) - 1
+    return i >= 0 and ev.line - starts[i] <= 400 and starts[i] in handled
+
+
+def _handled_failures(job: JobModel, handled: list[Event], out: list[Failure]) -> list[Failure]:
+    """A caught exception (see ``_handled``) of a process with no failure of its own: kept as a failure
+    it recovered from (a note, never the cause), as one it trained on after would be."""
+    taken = {id(f.state) for f in out if f.state is not None} | {f.rank for f in out if f.rank is not None}
+    extra: dict[int, Failure] = {}
+    for ev in handled:
+        st = owner(job, ev)
+        key = id(st) if st is not None else id(ev)
+        if key in taken or (st is not None and st.rank in taken) or key in extra:
+            continue
+        cls = classify(ev, False, False)
+        if cls is not None:
+            extra[key] = Failure(rank=st.rank if st is not None else global_rank(job, ev), state=st,
+                                 host=st.host if st is not None else ev.host, category=cls[0], what=cls[1],
+                                 events=[ev], recovered=True)
+    return list(extra.values())
+
+
+@_per_job
+def _starts_by_file(job: JobModel) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = defaultdict(list)
+    for file, line in _traceback_starts(job):
+        out[file].append(line)
+    return {f: sorted(lines) for f, lines in out.items()}
+
+
 @_per_job
 def _traceback_starts(job: JobModel) -> dict[tuple[str, int], Event]:
     return {(e.file, e.line): e for e in job.by_kind("traceback_start")}
@@ -254,12 +313,16 @@ def failures(job: JobModel) -> list[Failure]:
     by_rank = job.known_ranks()
     echo = _echo_only(job, job_timed_out, timed)
     merged: dict[tuple, Failure] = {}
+    handled: list[Event] = []
     for ev in job.by_kind(*CAUSE_KINDS, "torch_store_timeout"):
         st = owner(job, ev)
         if ev.kind == "log_error" and st is None and ev.rank is None and ev.file not in _reporting_files(job):
             continue  # an error line of nobody's (a shared console's "ERROR: ..."): no rank's last word
-        if ev.kind == "log_error" and _heads_traceback(job, ev):
-            continue  # log.exception's message: the exception printed below it says what it was
+        if ev.kind == "log_error" and (_heads_traceback(job, ev) or _CARRIES_ON.search(str(ev.get("msg") or ""))):
+            continue  # log.exception's message (the exception below it says what it was), or one it went on from
+        if ev.kind == "python_exception" and _handled(job, ev):
+            handled.append(ev)  # logged under "..., skipping" / "retrying": caught, and the process went on
+            continue
         cls = classify(ev, job_timed_out, st is not None and id(st) in timed) or outside_sigterm(job, ev) \
             or srun_first_kill(job, ev) or store_not_joined(job, ev)
         if cls is None or echoed_exit(job, ev, echo) or is_wrapper_echo(job, ev) or forced_kill(job, ev):
@@ -318,6 +381,7 @@ def failures(job: JobModel) -> list[Failure]:
         if f.category == "nccl" and all(e.kind in ("torch_nccl_error", "torch_nccl_err_kind") for e in f.events) \
                 and any(writer(job, e, line_key) in net_writers for e in f.events):
             f.category = "network"
+    out += _handled_failures(job, handled, out)
     files = {p: i for i, p in enumerate(job.files)}
     # A rank's own error comes before any launcher's report of an exit; then time, then position.
     return sorted(out, key=lambda f: (f.exit_only, f.ts is None, f.ts or 0.0,
