@@ -196,7 +196,8 @@ def echoed_exit(job: JobModel, ev: Event, echo: tuple[set[int], set[int]]) -> bo
         # seen timing out themselves exited with 1 (gloo raises the timeout in Python), its exit 1
         # looks exactly like theirs and says nothing more. (NCCL's watchdog aborts timed-out ranks:
         # there a lone exit 1 stands out, and stays a failure.)
-        return _only_echoes_unclaimed(job, ev.file) or 1 in _timed_out_exit_codes(job)
+        return _only_echoes_unclaimed(job, ev.file) or 1 in _timed_out_exit_codes(job) \
+            or all(r in silent_exit1_together(job) for r in named)
     lr = int_in(ev.get("local_rank"))
     procs = [st for st in job.ranks if lr is not None and st.local_rank == lr and ev.file in st.files]
     if not procs and ev.kind == "elastic_failed":
@@ -204,6 +205,29 @@ def echoed_exit(job: JobModel, ev: Event, echo: tuple[set[int], set[int]]) -> bo
         # its ranks print no local rank): when every process of the file echoed, so did this one.
         procs = [st for st in job.ranks if ev.file in st.files and st.rank is not None]
     return bool(procs) and all(id(st) in states for st in procs)
+
+
+@_per_job
+def silent_exit1_together(job: JobModel) -> set[int]:
+    """Ranks with no line of their own that torchrun's table reports exiting with 1 in the same second
+    as another such rank, in logs that hold no error line but the launcher's: nothing tells which of
+    them failed and which lost the other (gloo raises a lost peer or a timeout in Python too: exit 1);
+    the table's "Root Cause" is only the first exit the agent observed. None of them is a cause by
+    that report alone."""
+    for kind in _OWN_OR_CAUSE:
+        for e in job.by_kind(kind):
+            if not str(e.get("exc_type") or "").endswith(_LAUNCHER_TYPES):
+                return set()  # an error line of anyone's (a loose traceback may be theirs): not the table alone
+    known = job.known_ranks()
+    when: dict[tuple[str, str], set[int]] = defaultdict(set)
+    for ev in job.by_kind("elastic_cfe"):
+        rank = int_in(ev.get("rank"))
+        if rank is None or int_in(ev.get("exitcode")) != 1 or not ev.get("time"):
+            continue
+        st = known.get(rank)
+        if st is None or not any(e.kind in _OWN_OR_CAUSE for e in st.events):
+            when[(ev.file, str(ev.get("time")))].add(rank)
+    return {r for ranks in when.values() if len(ranks) >= 2 for r in ranks}
 
 
 @_per_job

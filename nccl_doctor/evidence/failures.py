@@ -33,11 +33,23 @@ from .exits import (
     fail_ranks,
     forced_kill,
     outside_sigterm,
+    silent_exit1_together,
     srun_first_kill,
     state_for_pid,
     teardown_terminate,
 )
-from .facts import _per_job, file_host, first_ts, global_rank, host_of, int_in, line_key, owner, writer
+from .facts import (
+    _per_job,
+    file_host,
+    first_ts,
+    fmt_ranks,
+    global_rank,
+    host_of,
+    int_in,
+    line_key,
+    owner,
+    writer,
+)
 from .orphans import name_the_erring_child, pair_loose_traceback
 from .rendezvous import is_wrapper_echo, node_name, store_client_rank, store_not_joined, unreachable
 from .timeouts import timed_out_states, timeouts_by_pg, watchdog_kills
@@ -261,6 +273,20 @@ def _handled(job: JobModel, ev: Event) -> bool:
     return i >= 0 and ev.line - starts[i] <= 400 and starts[i] in handled
 
 
+def _exits_together(job: JobModel) -> list[Failure]:
+    """The job failed and all the logs hold of it is torchrun's table: ranks with no line of their
+    own exiting with 1 in the same second (``exits._silent_exit1_together``). One failure naming
+    neither: the verdict then says which ranks, and that nothing tells them apart."""
+    ranks = silent_exit1_together(job)
+    if not ranks:
+        return []
+    rows = [e for e in job.by_kind("elastic_cfe") if int_in(e.get("rank")) in ranks]
+    return [Failure(rank=None, state=None, host=None, category="exit", events=rows[:4],
+                    what="exit code 1 in the same second, as torchrun's failure table reports, and no line of "
+                         "their own here: which one failed and which lost the other these logs do not say",
+                    label=f"one of ranks {fmt_ranks(ranks)}")]
+
+
 def _handled_failures(job: JobModel, handled: list[Event], out: list[Failure]) -> list[Failure]:
     """A caught exception (see ``_handled``) of a process with no failure of its own: kept as a failure
     it recovered from (a note, never the cause), as one it trained on after would be."""
@@ -382,6 +408,8 @@ def failures(job: JobModel) -> list[Failure]:
                 and any(writer(job, e, line_key) in net_writers for e in f.events):
             f.category = "network"
     out += _handled_failures(job, handled, out)
+    if not out:
+        out += _exits_together(job)
     files = {p: i for i, p in enumerate(job.files)}
     # A rank's own error comes before any launcher's report of an exit; then time, then position.
     return sorted(out, key=lambda f: (f.exit_only, f.ts is None, f.ts or 0.0,
