@@ -34,8 +34,10 @@ def test_a_quoted_source_line_behind_a_rank_prefix_is_code_too():
         '[rank3]:     raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")',
         "[rank3]: KeyError: 'label_smoothing'",
     ]
-    events = [e for e in parse_lines(lines) if e.kind != "traceback_start"]
+    events = [e for e in parse_lines(lines) if e.kind not in ("traceback_start", "py_script_frame")]
     assert [(e.kind, e.line, e.rank) for e in events] == [("python_exception", 4, 3)]
+    # (the frame line itself is an event: where in its script the rank was)
+    assert [(e.get("srcline"), e.rank) for e in parse_lines(lines) if e.kind == "py_script_frame"] == [(193, 3)]
     assert events[0].get("exc_type") == "KeyError"
 
 

@@ -705,3 +705,19 @@ def test_a_traceback_a_handler_logged_before_going_on_is_no_cause():
     # a healthy job full of such noise has no error finding
     report = _run("t37_healthy_w4_allnoise_tee3")
     assert report.verdict is None or not report.verdict.get("ranks")
+
+
+def test_where_each_rank_waited_in_its_script_names_the_stray_rank():
+    # rank 2 all_reduces two values where the others reduce one: its traceback stops at train27.py:101
+    # (in collective, called from :215) and says "Timed out waiting 15000ms" (train.log:96-103); the
+    # others' stop at train27.py:199 (step 13's backward)
+    report = _run("t27_numel_r2_w4_redirect")
+    assert report.verdict["rule"] == "DSY1" and report.verdict["ranks"] == [2]
+    # rank 2 logs "... skipping eval" and calls dist.barrier() (train39.py:252, console.log:140-153) while the
+    # others wait in the eval all_reduce (train39.py:260)
+    report = _run("t39_skipeval_r2_w4_logrank_redirect")
+    assert report.verdict["ranks"] == [2]
+    assert "train39.py:252" in next(f.summary for f in report.findings if f.rule == "DSY1")
+    # two ranks that each wait where the other is not: no majority, nobody named
+    report = _run("t39_evalorder_r1_w2_plain_split")
+    assert not report.verdict.get("ranks")

@@ -23,9 +23,6 @@ from judge import judge_run  # noqa: E402
 #: Runs the reasoning still gets wrong, each with what an expert reads there (strict: a fix must
 #: remove it from here). Counted as wrong by benchmarks/accuracy.py too.
 KNOWN_WRONG = {
-    "t27_numel_r2_w4_redirect": "rank 2 alone timed out in its step-12 all_reduce (train27.py:215) while the "
-                                "others timed out in step 13's backward (train27.py:199): where each rank waited "
-                                "(its traceback's script frame) is not compared",
     "t27_src_r1_w3_detail_split": "ranks 0 and 1 both timed out sending in one broadcast (two roots); rank 0 is "
                                   "the job's established root (its earlier broadcast): not reasoned about",
 }

@@ -169,7 +169,7 @@ def _spawn_relayed(events: list[Event]) -> None:
 
 
 #: Lines inside a traceback, before its exception line: its head and the frames read as events.
-_IN_TRACEBACK = frozenset(("traceback_start", "torch_c10d_frame"))
+_IN_TRACEBACK = frozenset(("traceback_start", "torch_c10d_frame", "py_script_frame"))
 
 
 def _loguru_relayed(events: list[Event]) -> None:

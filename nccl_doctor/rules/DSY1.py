@@ -19,6 +19,7 @@ import re
 from collections import Counter, defaultdict
 
 from ..evidence import facts, frtrace
+from ..evidence.callsites import odd_call_site
 from ..evidence.dumps import Mismatch as DumpMismatch
 from ..evidence.dumps import dump_facts
 from ..evidence.facts import name_ranks, pg_label
@@ -42,7 +43,7 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
     found = [_from_dump(job, m) for m in dumps] + [_from_analyzer(job, c) for c in analyzed] + \
         _watchdog_mismatch(job, shown) + _reported_mismatch(job)
     confidence = dumps[0].confidence if dumps else "high"
-    ahead = _ran_ahead(job)  # weakest: a rank whose printed step ran ahead of all the others'
+    ahead = _ran_ahead(job) + _odd_site(job)  # weakest: a rank whose step ran ahead, or that waited elsewhere
     if ahead and not dumps and not any(m[4] for m in found):
         found, confidence = ahead + found, "medium"  # the others say a desync happened, not who
     if not found:
@@ -217,3 +218,14 @@ def _ran_ahead(job: JobModel) -> list[Mismatch]:
     host = job.rank_hosts.get(odd.rank)
     return [(f"rank {odd.rank} ran ahead of the others: {odd.reason}", [odd.rank], [host] if host else [],
              odd.events, [odd.rank])]
+
+
+def _odd_site(job: JobModel) -> list[Mismatch]:
+    """Every rank that says where it waited gave up at one line of its script; one at another."""
+    odd = odd_call_site(job)
+    if odd is None:
+        return []
+    host = job.rank_hosts.get(odd.rank)
+    return [(f"rank {odd.rank} timed out waiting at {odd.site} while {name_ranks(odd.majority)} gave up at "
+             f"{odd.others}: it was in another collective than the others (a rank-dependent code path, or "
+             "another number of elements or calls)", [odd.rank], [host] if host else [], odd.events, [odd.rank])]

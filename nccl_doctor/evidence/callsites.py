@@ -1,0 +1,89 @@
+"""Where in its own script each rank was when it gave up: the innermost frame of the job's code (not
+Python's or a package's) in the traceback of its timeout or of its lost peer.
+
+A rank-dependent code path (one rank all-reduces two values where the others reduce one, or calls
+its collective from another line) leaves every rank waiting in a collective, and gloo then says
+only "Timed out waiting" or "Connection closed by peer" everywhere. What tells the stray rank is
+where it waited: all the others' tracebacks stop at one line of the script, its own at another.
+Only for collectives: point-to-point stages wait at different lines by design (a pipeline's sender
+and receiver).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from ..events import Event
+from ..model import JobModel, RankState
+from .causes import _CONSEQUENCE, _TIMEOUT_ECHOES
+from .facts import _per_job
+from .timeouts import P2P_CALLS, c10d_call, timeouts_by_pg
+
+#: Exception lines that may end a rank's wait (their message says it was an echo).
+_EXC_KINDS = frozenset((*_TIMEOUT_ECHOES, "python_exception"))
+
+
+@dataclass(slots=True, frozen=True)
+class OddSite:
+    rank: int
+    site: str  # "train27.py:215 (in train)"
+    others: str  # the majority's
+    majority: list[int]
+    events: list[Event]
+
+
+def _site(st: RankState) -> tuple[tuple[str, int], Event, Event] | None:
+    """((script name, line), its frame, the exception) of the last echo the process raised."""
+    evs = st.events
+    for i in range(len(evs) - 1, -1, -1):
+        exc = evs[i]
+        if exc.kind not in _EXC_KINDS:
+            continue
+        text = " ".join(str(v) for v in (exc.get("msg"), exc.get("err")) if v) or exc.text
+        if exc.kind == "python_exception" and not _CONSEQUENCE.search(text):
+            return None  # its own error: a cause, told elsewhere
+        for j in range(i - 1, max(-1, i - 200), -1):
+            f = evs[j]
+            if f.file != exc.file or f.kind in _EXC_KINDS or f.kind == "traceback_start":
+                break
+            if f.kind == "py_script_frame":
+                name = str(f.get("path")).replace("\\", "/").rsplit("/", 1)[-1]
+                return (name, int(f.get("srcline") or 0)), f, exc
+        return None
+    return None
+
+
+@_per_job
+def odd_call_site(job: JobModel) -> OddSite | None:
+    """The one rank that timed out at another line of its script than every other rank, in a job
+    whose ranks timed out and where every rank of the world (three at least) says where it waited:
+    a rank that hung in silence or failed of its own is another story (its own rules tell it)."""
+    if not timeouts_by_pg(job):
+        return None
+    sites: dict[int, tuple[tuple[str, int], Event, Event]] = {}
+    for st in job.ranks:
+        if st.rank is None or st.rank in sites:
+            continue
+        if c10d_call(st) in P2P_CALLS:
+            return None
+        found = _site(st)
+        if found is not None:
+            sites[st.rank] = found
+    world = job.ranks_expected or len(job.known_ranks())
+    if len(sites) < 3 or len(sites) != world or job.kinds("elastic_restart"):
+        return None  # a rank that says nothing (hung, killed) or one that failed is the story; a restart mixes attempts
+    counts = Counter(key for key, _f, _e in sites.values())
+    (top, n), *rest = counts.most_common()
+    odd = [r for r, (key, _f, _e) in sites.items() if key != top]
+    if n < 2 or len(odd) != 1:
+        return None
+    rank = odd[0]
+    key, frame, exc = sites[rank]
+    text = " ".join(str(v) for v in (exc.get("msg"), exc.get("err")) if v) or exc.text
+    if exc.kind not in _TIMEOUT_ECHOES and "imed out" not in text and "imeout" not in text:
+        return None  # it lost a peer there: it was not the one left waiting
+    majority = sorted(r for r, (k, _f, _e) in sites.items() if k == top)
+    lead = sites[majority[0]]
+    return OddSite(rank, f"{key[0]}:{key[1]} (in {frame.get('func')})",
+                   f"{top[0]}:{top[1]} (in {lead[1].get('func')})", majority, [frame, exc, lead[1], lead[2]])
