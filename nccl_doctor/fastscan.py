@@ -23,11 +23,14 @@ import re
 from .eventcap import _COUNTER
 from .events import Event
 from .formats import _MAX_INT_DIGITS, field_dict
+from .jsonlog import RECORD_LAUNCHERS
 from .launchers import LauncherStripper
 from .records import _GLUE, _NCCL_AT_START, BLOCK_LITERALS
 from .regex_facts import DIGIT_SHAPE, digit_blind
 from .scan_events import make_event
 from .scanner import REPEAT_CAPS, FileScan, Scanner
+
+_RECORDS = frozenset(RECORD_LAUNCHERS)  # structured records: their text is not their line
 
 #: Bytes that send a line to the general path: anything but printable ASCII and tab.
 _NOT_PLAIN = re.compile(rb"[^\t\x20-\x7e]")
@@ -119,7 +122,7 @@ class FastScanner(Scanner):
             # Open MPI's tag (removed mid-record too) and a second prefix inside take the general path.
             lf, body = stripper.strip(body)
             applied = lf.get("launchers", ())
-            if "openmpi_tag" in applied or "json_record" in applied or gate.match(body) is not None:
+            if "openmpi_tag" in applied or not _RECORDS.isdisjoint(applied) or gate.match(body) is not None:
                 return None  # (a JSON record's text holds literals its line did not: the general path)
             hits = frozenset(lit for lit in hits if lit in body)
         if not body or body.isspace() or body.startswith("    "):

@@ -1,4 +1,6 @@
-"""Structured log records: one JSON object per line (``parsers/launchers.toml``, ``[json_record]``).
+"""Structured log records: one JSON object per line, or one logfmt record (``ts=... level=info rank=3
+msg="step 10"``: structlog's key-value renderer, logrus, Go services), keys in ``parsers/launchers.toml``
+(``[json_record]``).
 
 A record is decoded into what a launcher prefix would give (rank, local rank, host, pid, time) and
 the text the patterns read: its message (the object's own text when the message is one word, an
@@ -12,6 +14,7 @@ nested too deep to decode is no record.
 from __future__ import annotations
 
 import json
+import re
 import time
 import tomllib
 from functools import lru_cache
@@ -81,6 +84,35 @@ def _last_line(exc) -> str:
     return lines[-1][:MAX_TEXT] if lines else ""
 
 
+#: Launcher names a structured record is stripped as (its text is not its line: see scanner, fastscan).
+RECORD_LAUNCHERS = ("json_record", "logfmt_record")
+#: One logfmt pair: a key, then a bare value or a quoted one with backslash escapes (linear: no nesting).
+_PAIR = re.compile(r'([A-Za-z_@][\w.@-]{0,63})=("(?:[^"\\\n]|\\.){0,4000}"|[^\s"]{0,4000})(?:\s+|$)')
+#: What a logfmt line starts with: a key and its "=" (the gate in launchers.py).
+LOGFMT_START = r"[A-Za-z_@][\w.@-]{0,63}=(?=\S)"
+
+
+def decode_logfmt(text: str) -> tuple[dict, str] | None:
+    """(launcher fields, the record's text) of a logfmt record: the whole line is key=value pairs
+    (three at least), one of them a message; else None (an environment dump, a plain line)."""
+    if len(text) > MAX_LINE:
+        return None
+    obj: dict = {}
+    pos, n = 0, len(text.rstrip())
+    while pos < n:
+        m = _PAIR.match(text, pos)
+        if m is None:
+            return None
+        value = m.group(2)
+        if value.startswith('"'):
+            value = re.sub(r"\\(.)", r"\1", value[1:-1])
+        obj.setdefault(m.group(1), value)
+        pos = m.end()
+    if len(obj) < 3:
+        return None
+    return _record(obj, text, "logfmt_record")
+
+
 def decode(text: str) -> tuple[dict, str] | None:
     """(launcher fields, the record's text) of a JSON log record, or None when ``text`` is none."""
     if not text.startswith("{") or len(text) > MAX_LINE:
@@ -89,11 +121,17 @@ def decode(text: str) -> tuple[dict, str] | None:
         obj = json.loads(text)
     except (ValueError, RecursionError):
         return None
+    return _record(obj, text[1:], "json_record") if isinstance(obj, dict) else None
+
+
+def _record(obj: dict, rest: str, name: str) -> tuple[dict, str] | None:
+    """A decoded record's writer fields and text; ``rest``: what patterns read when its message is
+    one word (the record's own keys, as a line would show them)."""
     keys = load_keys()
-    msg = _lookup(obj, keys["message"], _is_text) if isinstance(obj, dict) else None
+    msg = _lookup(obj, keys["message"], _is_text)
     if msg is None:
         return None
-    fields: dict = {"launchers": ["json_record"]}
+    fields: dict = {"launchers": [name]}
     for name in ("rank", "local_rank", "pid"):
         value = _lookup(obj, keys[name], lambda v: _int(v) is not None)
         if value is not None:
@@ -111,5 +149,5 @@ def decode(text: str) -> tuple[dict, str] | None:
     elif " " not in body:
         # One word is an event's name ('"event": "step", "iter": 12, "loss": 2.09'), not what it
         # says: the patterns read the object's own keys, as in a line (training.toml's JSON counter).
-        body = text[1:]
+        body = rest
     return fields, body

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from .jsonlog import LOGFMT_START, decode_logfmt
 from .jsonlog import decode as decode_json
 from .resources import parsers_dir
 from .timeparse import _MONTHS
@@ -27,6 +28,7 @@ _NOT_HOSTS = {"INFO", "WARNING", "ERROR", "DEBUG", "CRITICAL", "srun", "slurmste
 #: Prefixes added by log collectors outside every launcher: ambiguous launcher prefixes may follow them.
 _COLLECTORS = frozenset({"k8s_timestamp", "kubectl_prefix", "ansi_remnant", "stern_pod", "journald", "compose_service"})
 _DIGITS = re.compile(r"\d+")
+_LOGFMT = re.compile(LOGFMT_START)
 _MIN_SHARE = {"srun_label": 0.6, "pdsh_host": 0.8, "mpich_rank": 0.9, "torchrun_template": 0.8,
               "worker_label": 0.6, "stern_pod": 0.8, "compose_service": 0.6}
 #: An unlabelled NCCL line proves that the stream is not labelled by the launcher.
@@ -59,7 +61,8 @@ def _gate(launchers: tuple[Launcher, ...]) -> re.Pattern[str] | None:
     """One anchored alternation of every active prefix (group names removed): a single C-level
     ``match`` tells that a line has no launcher prefix, which is most lines."""
     # (a JSON record's brace too: see jsonlog, decoded before any prefix inside it is looked for)
-    return re.compile("|".join([*(f"(?:{_NAMED.sub('(?:', lc.regex.pattern)})" for lc in launchers), r"\{"]))
+    return re.compile("|".join([*(f"(?:{_NAMED.sub('(?:', lc.regex.pattern)})" for lc in launchers), r"\{",
+                                LOGFMT_START]))
 
 
 class LauncherStripper:
@@ -82,12 +85,12 @@ class LauncherStripper:
         applied: set[str] = set()
         outer = not nested  # only collectors (timestamps, pod names) stripped so far
         for _ in range(8):  # bounded: at most a few nested prefixes exist in practice
-            if rest.startswith("{"):
-                record = decode_json(rest)
-                if record is not None:  # a structured record: its writer, and the text it holds
-                    inner, rest = record
-                    fields = self.within(fields, inner) if fields else inner
-                    break
+            record = decode_json(rest) if rest.startswith("{") else \
+                decode_logfmt(rest) if _LOGFMT.match(rest) else None
+            if record is not None:  # a structured record: its writer, and the text it holds
+                inner, rest = record
+                fields = self.within(fields, inner) if fields else inner
+                break
             if gate is None or gate.match(rest) is None:
                 break
             for lc in self.active:

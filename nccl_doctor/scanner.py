@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from .discover import InputFile
 from .eventcap import EventCap
 from .events import Event
+from .jsonlog import RECORD_LAUNCHERS
 from .launchers import LauncherStripper, detect_modes, head_lines
 from .prefilter import HitLines, Prefilter
 from .reading import ReadIssue, clean_line, is_plain, iter_chunks, looks_binary, open_binary
@@ -24,6 +25,8 @@ from .records import BLOCK_LITERALS, is_continuation, join_block, quotes_source,
 from .scan_events import make_event
 from .wrapped import SMALL_FILE, TerminalWrap, detect_width
 from .writers import last_lines
+
+_RECORDS = frozenset(RECORD_LAUNCHERS)  # structured records: their text is not their line
 
 TAIL_BYTES = 256 << 10
 #: The first bytes of a file that tell a document from a log (``Scanner.scan(f, documents=...)``).
@@ -253,7 +256,7 @@ class Scanner:
         # The line's launcher prefix first (an srun label, a kubectl timestamp): it belongs to every
         # record glued on the line, and a record start found after it is not a glued record.
         line_lf, body = stripper.strip(text)
-        if hits is not None and "json_record" in line_lf.get("launchers", ()):
+        if hits is not None and not _RECORDS.isdisjoint(line_lf.get("launchers", ())):
             hits = None  # a JSON record's text is not its line ("ERROR: ..." from a "level" key)
         for rec in split_glued(body):
             lf, rest = stripper.strip(rec, nested=True)

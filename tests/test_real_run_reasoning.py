@@ -721,3 +721,18 @@ def test_where_each_rank_waited_in_its_script_names_the_stray_rank():
     # two ranks that each wait where the other is not: no majority, nobody named
     report = _run("t39_evalorder_r1_w2_plain_split")
     assert not report.verdict.get("ranks")
+
+
+def test_a_node_lost_whole_or_cut_off_from_the_network():
+    # logfmt records ("ts=... level=info host=lrdn0733 rank=4 ... msg=step step=98"): lrdn0733.out ends at
+    # step 98 with no error and no table while ranks 0-3 lose a peer (lrdn0731.out:101,113): the node went
+    # away; the tables list ranks 0-3 only, the records name ranks 4-5 (a world of 6)
+    report = _run("t38_agentkill_n3of3_logfmt_redirect")
+    assert report.verdict["hosts"] == ["lrdn0733"] and report.job.ranks_expected == 6
+    # a100-r07-n5.err:11,22 "Read error ...: Software caused connection abort" on both of its ranks first
+    # (ECONNABORTED: its own stack aborted the connections); the others' resets are echoes
+    report = _run("t38_netbreak_n3of3_logfmt_norank_split")
+    assert report.verdict["hosts"] == ["a100-r07-n5"] and report.verdict["rule"] == "RK1"
+    # "15:29:32.714 hpc4042 [r2] worker up ...": a time, the host and the rank; hpc4042 froze (SIGSTOP)
+    report = _run("t38_sigstop_n2of3_plain_tee")
+    assert report.verdict["hosts"] == ["hpc4042"]

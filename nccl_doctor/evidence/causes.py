@@ -45,6 +45,11 @@ _CANNOT_LISTEN = re.compile(r"failed to listen on any local network address\.? p
                             r"|[Aa]ddress already in use")
 
 
+#: ECONNABORTED: the local TCP stack aborted an established connection (a link or interface going
+#: down under it, an administrator killing sockets); the peers then see a reset, which is the echo.
+_LOCAL_ABORT = re.compile(r"Software caused connection abort")
+
+
 def get_port(msg: str) -> str:
     m = _CANNOT_LISTEN.search(msg)
     return m.group("port") if m and m.group("port") else "(its port)"
@@ -117,6 +122,9 @@ def classify(ev: Event, job_timed_out: bool, rank_timed_out: bool) -> tuple[str,
         return None
     if k == "python_exception":
         etype, msg = str(get("exc_type") or ""), str(get("msg") or "")
+        if _LOCAL_ABORT.search(msg):  # its own host's network stack dropped the connection: not a peer's doing
+            return "host", (f"{etype.rsplit('.', 1)[-1]}: its own host aborted the connection (ECONNABORTED, "
+                               "'Software caused connection abort'): that host's network or TCP stack failed")[:200]
         if _CANNOT_LISTEN.search(msg):  # the store's own port is taken: this process could not host it
             return "config", (f"its store could not listen on port {get_port(msg)}: the address is already in use "
                               "(another job, or a leftover process of an earlier run, holds it)")

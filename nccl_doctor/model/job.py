@@ -197,7 +197,8 @@ _WORLD_KINDS = frozenset(("nccl_init", "nccl_topo", "torch_pg_options", "ds_mpi"
 
 
 def world_size(events: list[Event]) -> int | None:
-    """The job's world size from the strongest evidence available.
+    """The job's world size from the strongest evidence available; negative when it is only a lower
+    bound (torchrun's failure table, --log-dir folders: see build_job).
 
     A communicator's ``nranks`` is the world only if no rank number of it is claimed by processes
     on different hosts: three 4-rank tensor-parallel groups on three hosts are not a 4-rank job.
@@ -236,13 +237,17 @@ def world_size(events: list[Event]) -> int | None:
         if all(len(hosts) <= 1 for hosts in by_rank.values()):
             sizes.append(n)
     if table and not sizes:
-        sizes.append(table)  # the ranks torchrun listed; no stronger source said how many there are
-    sizes = [s for s in sizes if 0 < s < 10_000_000]
-    return max(sizes) if sizes else None
+        sizes.append(-table)  # the ranks torchrun listed: a lower bound (negative), no stronger source said
+    sizes = [s for s in sizes if 0 < abs(s) < 10_000_000]
+    return max(sizes, key=abs) if sizes else None
 
 
 def build_job(events: list[Event], scans: list) -> JobModel:
     world = world_size(events)
+    if world is not None and world < 0:
+        # Only a lower bound (a failure table, --log-dir folders): a rank the processes name beyond it
+        # (a node whose agent wrote no table) raises it.
+        world = max(-world, 1 + max((e.rank for e in events if e.rank is not None), default=0))
     procs = build_processes(events, world)
     last_by_file = {s.path: s.last_lines for s in scans}
     # A group of events with no rank, host or pid (a bare "NCCL version" line in a shared file)
