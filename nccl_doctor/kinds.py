@@ -258,6 +258,7 @@ KINDS: dict[str, str] = {
     "mpi_abort": "rank, code: 'MPI_ABORT was invoked on rank 3'; rank, pid, host, signal, sig: 'mpirun noticed that "
     "process rank 3 with PID 0 on node n exited on signal 9 (Killed)' / 'has exited due to process rank 5 with PID ..'",
     # ---- training progress and start-up work ----
+    "py_lib_frame": "a traceback frame in Python's own modules or a package: read, never kept (no event)",
     "py_script_frame": "path, srcline, func: a traceback frame in the job's own code (not Python's or a package's)",
     "log_carry_on": "carry: a handler's message that it caught something and goes on ('..., skipping', 'retrying in 1.0s'):"
                     " the traceback right below it was handled",

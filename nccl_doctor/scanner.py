@@ -42,6 +42,8 @@ REPEAT_CAPS: dict[bytes, tuple[int, str]] = {
 }
 _REPEAT_KIND = {kind: lit for lit, (_cap, kind) in REPEAT_CAPS.items()}
 _HEADER = ("host", "pid", "cuda_dev")
+#: Kinds read (the line is known, not unparsed, not a wrapped record) but never kept as events.
+UNKEPT_KINDS = frozenset(("py_lib_frame",))
 #: Bytes that line cleaning may remove (control characters but tab, newline, carriage return).
 _CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
@@ -79,6 +81,8 @@ class FileScan:
         return max(0, self.lines - self.parsed)
 
     def add(self, ev: Event) -> None:
+        if ev.kind in UNKEPT_KINDS:
+            return  # a known line that tells nothing (a library's traceback frame)
         if self.capper is None:
             self.events.append(ev)
         else:
