@@ -103,8 +103,13 @@ def _store_keys(job: JobModel) -> list[Statement]:
             continue  # it hosts the store and itself waited for a client that never came: not the cause
         evs = list(by_writer.values())
         ms = next((int(_KEYS.search(str(e.get("err") or e.get("msg"))).group("ms")) for e in evs), None)
+        # The waiters reached the store, so its host was up; without rank 0's own log nothing says whether
+        # rank 0 hung or, hosting the store (env:// init), waited for a rank that never joined it
+        hedge = "" if rank != 0 or job.known_ranks().get(0) else (
+            " (rank 0 may host the store and itself wait there for a rank that never joined: its own log, "
+            "not among these, says which)")
         out.append(Statement([rank], f"{plural(len(evs), 'process')} waited {fmt_ms(ms)} for the store key "
-                             f"{key!r}, which rank {rank} publishes and never did", evs[:3]))
+                             f"{key!r}, which rank {rank} publishes and never did{hedge}", evs[:3]))
     return out
 
 
