@@ -26,7 +26,8 @@ _NOT_HOSTS = {"INFO", "WARNING", "ERROR", "DEBUG", "CRITICAL", "srun", "slurmste
               # a training script's progress words ("step: 12 loss: 0.31"), not pdsh host names
               "step", "Step", "STEP", "epoch", "Epoch", "iter", "Iter", "iteration", "Iteration", "loss", "Loss"}
 #: Prefixes added by log collectors outside every launcher: ambiguous launcher prefixes may follow them.
-_COLLECTORS = frozenset({"k8s_timestamp", "kubectl_prefix", "ansi_remnant", "stern_pod", "journald", "compose_service"})
+_COLLECTORS = frozenset({"k8s_timestamp", "kubectl_prefix", "ansi_remnant", "stern_pod", "journald", "compose_service",
+                         "bracket_iso_time"})
 _DIGITS = re.compile(r"\d+")
 _LOGFMT = re.compile(LOGFMT_START)
 _MIN_SHARE = {"srun_label": 0.6, "pdsh_host": 0.8, "mpich_rank": 0.9, "torchrun_template": 0.8,

@@ -161,9 +161,12 @@ class TerminalWrap:
                 if got is None:
                     continue
                 if alone is None:
-                    alone = [match(piece) is not None for piece in pieces]
-                if any(alone[:k]):
-                    break  # a piece is a record of its own (a long line, not a cut one)
+                    alone = [match(piece) for piece in pieces]
+                if any(alone[1:k]) or (alone[0] is not None and alone[0][0] == got[0]):
+                    # A piece is a record of its own (a long line, not a cut one). The first one may read
+                    # as a record when cut too ("RuntimeError: ... Timed out waiting" + " 15000ms for
+                    # recv ..."): then only a join that reads as another kind of record is one.
+                    break
                 return Joined(bounds[0][0], bounds[k - 1][1], tuple(s for s, _ in bounds[:k]), label, text,
                               got[0], got[1])
         return None

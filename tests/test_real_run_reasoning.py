@@ -736,3 +736,18 @@ def test_a_node_lost_whole_or_cut_off_from_the_network():
     # "15:29:32.714 hpc4042 [r2] worker up ...": a time, the host and the rank; hpc4042 froze (SIGSTOP)
     report = _run("t38_sigstop_n2of3_plain_tee")
     assert report.verdict["hosts"] == ["hpc4042"]
+
+
+def test_ci_runner_and_terminal_captures():
+    # GitLab's own "ERROR: Job failed: exit code 1" (job-7781.log:114) is the runner's report of the job's exit,
+    # not a rank's words: rank 1's exitcode -9 in torchrun's table (:67) is what happened
+    report = _run("t40_kill_r1_w3_gitlab")
+    assert report.verdict["ranks"] == [1] and "SIGKILL" in report.verdict["summary"]
+    # Jenkins' Timestamper "[2026-11-27T15:52:11.766Z] [rank0]: ..." before torch's rank prefix: ranks 0-2 time
+    # out (consoleText.txt:76, 88, 100), rank 3 wrote nothing after its start and was SIGTERMed (:143-144)
+    report = _run("t40_hang_r3_w4_jenkins_ts")
+    assert report.verdict["ranks"] == [3]
+    # tmux's 120-column wrap cuts "...Timed out waiting" / " 15000ms for recv ..." (pane.txt:53-54): joined,
+    # the two pieces are gloo's timeout, so the others' wait is read (MN3)
+    report = _run("t40_hang_r2_w4_tmux")
+    assert report.verdict["ranks"] == [2] and "MN3" in report.verdict["rules"]

@@ -45,6 +45,13 @@ _CANNOT_LISTEN = re.compile(r"failed to listen on any local network address\.? p
                             r"|[Aa]ddress already in use")
 
 
+#: What a wrapper prints about the job it ran, its exit status and nothing else (GitLab's "ERROR: Job
+#: failed: exit code 1", Jenkins' "ERROR: script returned exit code 1", a script's "command exited with
+#: status 1"): the job's failure seen from outside, not a process's own words.
+_WRAPPER_EXIT = re.compile(r"(?:^|\W)(?:[Jj]ob failed|script returned|[Pp]rocess completed with|[Cc]ommand failed|"
+                           r"exited with|returned|failed with)[^\n]{0,40}?\bexit (?:code|status):? ?-?\d{1,4}\.?\s{0,4}$")
+
+
 #: ECONNABORTED: the local TCP stack aborted an established connection (a link or interface going
 #: down under it, an administrator killing sockets); the peers then see a reset, which is the echo.
 _LOCAL_ABORT = re.compile(r"Software caused connection abort")
@@ -139,6 +146,8 @@ def classify(ev: Event, job_timed_out: bool, rank_timed_out: bool) -> tuple[str,
         msg = str(get("msg") or "")
         if _CONSEQUENCE.search(msg) and not _cuda_text(msg):
             return None  # it logged what its peers' loss did to it
+        if _WRAPPER_EXIT.search(msg) and ev.rank is None:
+            return None  # a CI runner or job script reporting the job's exit ("Job failed: exit code 1")
         return "exception", f"logged {str(get('level') or 'ERROR').lower()}: {msg}"[:200]
     if k == "cpp_terminate":
         etype = str(get("exc_type") or "an exception")
