@@ -751,3 +751,20 @@ def test_ci_runner_and_terminal_captures():
     # the two pieces are gloo's timeout, so the others' wait is read (MN3)
     report = _run("t40_hang_r2_w4_tmux")
     assert report.verdict["ranks"] == [2] and "MN3" in report.verdict["rules"]
+
+
+def test_a_stalled_job_stopped_from_outside_names_who_was_stuck():
+    # timeout -s TERM 40 torchrun: "Received 15 death signal" (console.log:68); rank 2's last step is 14
+    # (console.log:62), ranks 0, 1, 3 printed step 15 (:65-67); no timeout ever fired (600 s)
+    report = _run("t42_sleep_r2_w4_timeout_tee")
+    assert report.verdict["ranks"] == [2] and report.verdict["rule"] == "RK3"
+    # faulthandler on SIGTERM: rank 2's stack is in update (train42.py:174), the others' in all_reduce
+    report = _run("t42_sleep_r2_w4_fh_term_logdir")
+    assert report.verdict["ranks"] == [2]
+    # Ctrl-C: rank 1's KeyboardInterrupt is raised in its own loader (_shard_ready, train42.py:119); ranks 0
+    # and 2 lost the connection to it in backward first: they were in a collective
+    report = _run("t42_spin_r1_w3_ctrlc_split")
+    assert report.verdict["ranks"] == [1]
+    # a healthy job preempted (SIGTERM to torchrun after 25 s): no rank named
+    report = _run("t42_preempt_w4_term_redirect")
+    assert not (report.verdict or {}).get("ranks")

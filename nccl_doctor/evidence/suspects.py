@@ -34,6 +34,7 @@ from .facts import (
 )
 from .named import named_lagging
 from .steps import step_outlier
+from .stopped import stuck_when_stopped
 from .timeouts import PgTimeouts, WatchdogKill, timeouts_by_pg, watchdog_kills
 from .torchchecks import desync_ranks
 
@@ -137,6 +138,9 @@ def lagging_ranks(job: JobModel) -> list[Suspect]:
                 why = (f"it reported no timeout while {plural(waited, 'rank')} timed out waiting; its only error is "
                        "that a peer had closed the connection: it reached the collective after they gave up")
             add(Suspect(e.rank, e.state, why, "medium", e.events[:2], host=host_of_rank(job, e)))
+    stopped = stuck_when_stopped(job)  # a stalled job killed from outside before any timeout
+    if stopped is not None:
+        add(Suspect(stopped.rank, stopped.state, stopped.reason, stopped.confidence, stopped.events))
     stuck = bool(timeouts_by_pg(job) or watchdog_kills(job))
     for lag in dump_facts(job).lags:  # a collective the others entered and it never did
         if lag.confidence == "low" and not stuck:

@@ -1,0 +1,131 @@
+"""A job that stalled and was stopped from outside before any timeout fired: who was stuck.
+
+In production the collective timeout is long (10-30 min) and a hung job is usually killed first: a
+``timeout`` wrapper, the scheduler's time limit, an operator's Ctrl-C, a deadline. Then no rank times
+out and no rank fails on its own: every rank just stops. What tells the stuck rank is where each one
+was when the signal came:
+
+* a stack faulthandler dumped on the signal, or the traceback of the KeyboardInterrupt it raised: the
+  others in a collective (torch.distributed frames), the stuck one elsewhere (its own code, a sleep, a
+  lock, a data loader);
+* a lost peer: a rank that saw the connection close was in a collective with the one that left;
+* else its last step line: the others all printed one step more.
+
+One rank must stand apart from all the others that say where they were. A job stopped while healthy
+(a preemption) has none: its ranks were all between steps, or all in a collective.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..events import Event, by_place
+from ..model import JobModel, RankState
+from .causes import _PEER_GONE
+from .facts import _per_job, plural
+from .failures import failures, stopped_from_outside
+from .launcher_facts import progress_key, progress_text
+from .stacks import in_collective, own_dump, where
+from .timeouts import timeouts_by_pg, watchdog_kills
+
+#: Exceptions a stop signal raises in Python.
+_STOP_TYPES = ("KeyboardInterrupt", "SignalException", "SystemExit")
+#: Frames of these files are inside torch.distributed's calls.
+_COLLECTIVE_FILES = ("torch/distributed/", "torch\\distributed\\")
+
+
+@dataclass(slots=True, frozen=True)
+class Stuck:
+    rank: int
+    state: RankState
+    reason: str
+    confidence: str
+    events: list[Event]
+
+
+def _interrupted(job: JobModel) -> bool:
+    return any(str(e.get("exc_type") or "").endswith(_STOP_TYPES) for e in job.by_kind("python_exception"))
+
+
+def _position(st: RankState) -> tuple[bool, str, list[Event]] | None:
+    """(in a collective, where in words, evidence) of a rank when the job was stopped, or None."""
+    dump = own_dump(st)
+    if dump is not None:
+        return in_collective(dump), where(dump, others_too=False), dump[:2]
+    evs = st.events
+    lost = next((e for e in evs if e.kind == "python_exception" and _PEER_GONE.search(str(e.get("msg") or ""))), None)
+    if lost is not None:  # (its own stop came after: what it was doing when the other left says more)
+        return True, "in a collective (it lost the connection to a peer there)", [lost]
+    for i in range(len(evs) - 1, -1, -1):
+        exc = evs[i]
+        if exc.kind != "python_exception":
+            continue
+        etype = str(exc.get("exc_type") or "")
+        text = str(exc.get("msg") or "") or exc.text
+        if _PEER_GONE.search(text):
+            return True, "in a collective (it lost the connection to a peer there)", [exc]
+        if not etype.endswith(_STOP_TYPES):
+            return None
+        frames = []
+        for j in range(i - 1, max(-1, i - 200), -1):
+            f = evs[j]
+            if f.file != exc.file or f.kind in ("traceback_start", "python_exception"):
+                break
+            if f.kind in ("torch_c10d_frame", "py_script_frame"):
+                frames.append(f)
+        if not frames:
+            return None
+        if any(f.kind == "torch_c10d_frame" for f in frames):
+            return True, f"in {frames[0].get('op') or 'a collective'}", [exc]
+        inner = frames[0]  # (innermost first: the list was read backwards)
+        name = str(inner.get("path")).replace("\\", "/").rsplit("/", 1)[-1]
+        return False, f"in {inner.get('func')} ({name}:{inner.get('srcline')})", [inner, exc]
+    return None
+
+
+@_per_job
+def stuck_when_stopped(job: JobModel) -> Stuck | None:
+    """The one rank that was not where all the others were when the job was stopped from outside."""
+    if timeouts_by_pg(job) or watchdog_kills(job) or any(not f.recovered for f in failures(job)):
+        return None
+    if not stopped_from_outside(job) and not _interrupted(job):
+        return None
+    known = {r: st for r, st in job.known_ranks().items() if st is not None}
+    if len(known) < 2:
+        return None
+    where_at: dict[int, tuple[bool, str, list[Event]]] = {}
+    for rank, st in known.items():
+        pos = _position(st)
+        if pos is not None:
+            where_at[rank] = pos
+    outside = [r for r, p in where_at.items() if not p[0]]
+    inside = [r for r, p in where_at.items() if p[0]]
+    if len(outside) == 1 and inside:
+        rank = outside[0]
+        odd = where_at[rank]
+        peer = where_at[inside[0]]
+        return Stuck(rank, known[rank], f"the job was stopped from outside while it stalled: when the signal came "
+                     f"it was {odd[1]}, while {plural(len(inside), 'other rank')} "
+                     f"{'was' if len(inside) == 1 else 'were'} {peer[1]}", "high", odd[2] + peer[2][:1])
+    return _behind(job, known)
+
+
+def _behind(job: JobModel, known: dict[int, RankState]) -> Stuck | None:
+    """Every rank printed its steps; one's last is behind all the others', who agree."""
+    last: dict[int, Event] = {}
+    for rank, st in known.items():
+        steps = [e for e in st.events if e.kind == "train_step" and progress_key(e) is not None]
+        if len(steps) < 2:
+            return None
+        last[rank] = max(steps, key=by_place)
+    keys = {r: progress_key(e) for r, e in last.items()}
+    top = max(keys.values())
+    behind = [r for r, k in keys.items() if k < top]
+    if len(behind) != 1 or len(known) - 1 < 1:
+        return None
+    rank = behind[0]
+    peer = next(e for r, e in last.items() if r != rank)
+    return Stuck(rank, known[rank], f"the job was stopped from outside while it stalled: rank {rank}'s last step "
+                 f"line is {progress_text(last[rank])} while the other {plural(len(known) - 1, 'rank')} all reached "
+                 f"{progress_text(peer)}: it never got to the collective they waited in", "medium",
+                 [last[rank], peer])
