@@ -20,6 +20,7 @@ from .evidence.failures import stopped_from_outside
 from .evidence.status import assign_statuses
 from .findings import Finding, Severity
 from .model import JobModel, build_job
+from .model.runs import split_runs
 from .rasjson import split_ras_json
 from .scan_events import fix_years
 from .scanner import FileScan, Scanner
@@ -241,6 +242,7 @@ def analyze_scans(scans: list[FileScan], skipped: list[Skipped], *, select=None,
     if not read and not extra_events:
         reasons = "; ".join(f"{s.path}: {s.reason}" for s in skipped[:3]) or "no files found"
         raise InputError(f"nothing to analyse ({reasons})")
+    read, earlier = split_runs(read)  # a folder holding an earlier run too: the latest one is analysed
     events = [e for s in read for e in s.events] + list(extra_events or [])
     nothing = None if events else nothing_recognised(read, skipped)
     fix_years(events, _years(read, extra_events or []), read)
@@ -252,6 +254,11 @@ def analyze_scans(scans: list[FileScan], skipped: list[Skipped], *, select=None,
         seen, world = job.coverage() or (0, 0)
         notes.insert(0, f"the logs cover {seen:,} of {world:,} ranks: they are partial, so the {world - seen:,} "
                         "ranks without a line are not named as missing")
+    if earlier:
+        names = ", ".join(s.path for s in earlier[:3]) + (f" and {len(earlier) - 3} more" if len(earlier) > 3 else "")
+        notes.insert(0, f"these files hold more than one run of the job: the latest is analysed, and "
+                        f"{plural_files(len(earlier))} of earlier runs left out ({names}); analyse those apart to see "
+                        "how they ended")
     stop = stopped_from_outside(job)
     if stop:
         sig = stop[0].get("sig") if stop[0].kind == "elastic_death_signal" else None
@@ -271,6 +278,10 @@ def analyze_scans(scans: list[FileScan], skipped: list[Skipped], *, select=None,
         notes = [nothing, *notes]
     return Report(job=job, findings=findings, verdict=verdict, last_rank_to_report=last, inputs=inputs, notes=notes,
                   nothing_found=nothing)
+
+
+def plural_files(n: int) -> str:
+    return f"{n} file" if n == 1 else f"{n} files"
 
 
 def nothing_recognised(read: list[FileScan], skipped: list[Skipped]) -> str:

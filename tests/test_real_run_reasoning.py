@@ -768,3 +768,18 @@ def test_a_stalled_job_stopped_from_outside_names_who_was_stuck():
     # a healthy job preempted (SIGTERM to torchrun after 25 s): no rank named
     report = _run("t42_preempt_w4_term_redirect")
     assert not (report.verdict or {}).get("ranks")
+
+
+def test_a_folder_holding_an_earlier_run_is_judged_on_its_latest_run():
+    # logs/20261127-155440.{out,err}: run 1, rank 2's KeyError; logs/20261127-155452.*: run 2, rank 0 says
+    # nothing while ranks 1 and 2 time out (job.out: "run 2 exited with status 1")
+    report = _run("t41_prev_raise_r2_hang_r0_w3_split")
+    assert report.verdict["ranks"] == [0]
+    assert any("more than one run" in n for n in report.notes)
+    # train.20261127-155405.log: rank 1 SIGKILLed; train.20261127-155416.log, the latest, trained to the end
+    report = _run("t41_prev_crash_healthy_w3_dated")
+    assert not [f for f in report.findings if f.severity.value == "error"]
+    # one torchrun job that restarted (--max-restarts 1): attempt 0's NaN on rank 0 (console.log:30) started it;
+    # the restart's OSError on rank 2 (:96) came 10 s later, after torchrun's "failed ... local_rank: 0" (:62)
+    report = _run("t41_elastic_r0_then_r2_w4_logdir")
+    assert report.verdict["ranks"] == [0]

@@ -411,9 +411,33 @@ def failures(job: JobModel) -> list[Failure]:
     if not out:
         out += _exits_together(job)
     files = {p: i for i, p in enumerate(job.files)}
-    # A rank's own error comes before any launcher's report of an exit; then time, then position.
-    return sorted(out, key=lambda f: (f.exit_only, f.ts is None, f.ts or 0.0,
+    # A rank's own error comes before any launcher's report of an exit; then time (for an untimed error,
+    # the time of the first dated line after it in its file: it happened by then), then position.
+    def when(f: Failure) -> float | None:
+        return f.ts if f.ts is not None else _dated_after(job, f.events[0])
+    return sorted(out, key=lambda f: (f.exit_only, when(f) is None, when(f) or 0.0,
                                       files.get(f.events[0].file, 0), f.events[0].line))
+
+
+@_per_job
+def _dated_lines(job: JobModel) -> dict[str, tuple[list[int], list[float]]]:
+    """file -> (lines, times) of its dated events, in line order."""
+    out: dict[str, tuple[list[int], list[float]]] = {}
+    for e in job.events:  # (sorted by file, line)
+        if e.ts is not None:
+            lines, times = out.setdefault(e.file, ([], []))
+            lines.append(e.line)
+            times.append(e.ts)
+    return out
+
+
+def _dated_after(job: JobModel, ev: Event) -> float | None:
+    """The time of the first dated line after ``ev`` in its file (an upper bound of its own time)."""
+    found = _dated_lines(job).get(ev.file)
+    if not found:
+        return None
+    i = bisect_left(found[0], ev.line + 1)
+    return found[1][i] if i < len(found[0]) else None
 
 
 @_per_job
@@ -440,6 +464,9 @@ def _recovered(job: JobModel, f: Failure) -> bool:
     later = [e for e in progress if e.line > ev.line]
     if any(e.kind != "train_step" for e in later):
         return False  # progress after a restart is a new attempt, not a recovery
+    failed = [e.line for e in job.by_kind("elastic_failed") if e.file == ev.file and e.line > ev.line]
+    if failed and any(e.line > failed[0] for e in later):
+        return False  # the agent reported the worker failed, and the steps after are its restarted group's
     if _thread_starved(job, f):
         return False
     if any(owner(job, e) is f.state or (e.rank is not None and e.rank == f.rank) for e in later):

@@ -1,0 +1,107 @@
+"""Several runs of one job in the inputs: a log folder that also holds an earlier attempt.
+
+At 3 a.m. the folder given often holds more than the run that just failed: yesterday's run, a
+resubmission's predecessor, a first attempt that failed another way. Merging them mixes two runs'
+ranks (rank 2's error of the first run beside rank 0's hang of the second). The runs are told apart
+by time: each file spans the time of its dated lines (or, with none, the time its name gives:
+``train.20261127-155405.log``, ``logs/20261127-155452.err``); files whose spans overlap are one run.
+Two runs are two only when the later one's ranks include the earlier one's (a rerun), so that nodes
+whose clocks differ, or a report written later (an ncclras dump), are never cut off, and never in a
+job that restarted itself (torchrun's restarts, --log-dir attempts: one job, whose first failure is
+the story). The latest run is the one analysed; the others are named in a note.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from dataclasses import dataclass
+
+from .identity import logdir_slot
+
+#: A date and time in a file's name or folder: 20261127-155405, 2026-11-27_15-54-05, 20261127T155405.
+_NAME_TIME = re.compile(r"(?<!\d)(20\d\d)-?([01]\d)-?([0-3]\d)[-_T.]?([0-2]\d)[-_:]?([0-5]\d)[-_:]?([0-5]\d)(?!\d)")
+#: Seconds by which two spans may miss each other and still be one run (clocks, buffered lines).
+SLACK_S = 2.0
+#: Event kinds that say a run restarted itself (then its attempts are one job).
+_RESTART_KINDS = ("elastic_restart", "elastic_rdzv")
+
+
+@dataclass(slots=True)
+class _Span:
+    lo: float
+    hi: float
+    ranks: set
+    scans: list
+
+
+def name_time(path: str) -> float | None:
+    found = list(_NAME_TIME.finditer(path.replace("\\", "/")))
+    if not found:
+        return None
+    m = found[-1]  # (the last one: the file's own name before its folders')
+    if m is None:
+        return None
+    y, mo, d, h, mi, s = (int(x) for x in m.groups())
+    return float(calendar.timegm((y, mo, d, h, mi, s, 0, 0, 0))) if 1 <= mo <= 12 and 1 <= d <= 31 else None
+
+
+def split_runs(scans: list) -> tuple[list, list]:
+    """(the scans of the latest run, the scans of earlier runs: empty when there is one run)."""
+    if len(scans) < 2:
+        return scans, []
+    spans: list[_Span] = []
+    loose = []
+    for s in scans:
+        slot = logdir_slot(s.path)
+        if slot is not None and not slot[0].endswith("attempt_0"):
+            return scans, []
+        ranks: set = set()
+        times: list[float] = []
+        for e in s.events:  # (one pass: a job has millions of events)
+            if e.rank is not None:
+                ranks.add(e.rank)
+            if e.ts is not None:
+                times.append(e.ts)
+            if e.kind in _RESTART_KINDS:
+                return scans, []
+        named = name_time(s.path)
+        if not ranks or (not times and named is None):
+            loose.append(s)  # (a job script's own output, a report: placed by the ranks' files, kept)
+            continue
+        # the time a name gives is the file's creation, the run's start: its lines come after it
+        lo, hi = (min(times), max(times)) if times else (named, named)
+        if named is not None and times:
+            lo = min(lo, named)
+        spans.append(_Span(lo, hi, ranks, [s]))
+    # a run's streams share a name (train.out and train.err): one run whatever their times say
+    by_stem: dict[str, _Span] = {}
+    for sp in spans:
+        stem = sp.scans[0].path.rsplit(".", 1)[0]
+        other = by_stem.get(stem)
+        if other is None:
+            by_stem[stem] = sp
+        else:
+            other.lo, other.hi = min(other.lo, sp.lo), max(other.hi, sp.hi)
+            other.ranks, other.scans = other.ranks | sp.ranks, other.scans + sp.scans
+    spans = list({id(sp): sp for sp in by_stem.values()}.values())
+    if len(spans) < 2:
+        return scans, []
+    spans.sort(key=lambda sp: sp.lo)
+    runs = [spans[0]]
+    for sp in spans[1:]:
+        last = runs[-1]
+        if sp.lo <= last.hi + SLACK_S:
+            last.hi, last.ranks, last.scans = max(last.hi, sp.hi), last.ranks | sp.ranks, last.scans + sp.scans
+        else:
+            runs.append(sp)
+    if len(runs) < 2:
+        return scans, []
+    latest = runs[-1]
+    earlier = runs[:-1]
+    # A rerun names the ranks the earlier runs named; else the "runs" are nodes, reports, another job's.
+    if not latest.ranks or any(not r.ranks or not r.ranks <= latest.ranks for r in earlier):
+        return scans, []
+    dropped = [s for r in earlier for s in r.scans]
+    keep = {id(s) for s in dropped}
+    return [s for s in scans if id(s) not in keep], dropped
