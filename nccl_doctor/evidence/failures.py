@@ -53,6 +53,7 @@ from .facts import (
 from .orphans import name_the_erring_child, pair_loose_traceback
 from .rendezvous import is_wrapper_echo, node_name, store_client_rank, store_not_joined, unreachable
 from .timeouts import timed_out_states, timeouts_by_pg, watchdog_kills
+from .tracebacks import CARRIES_ON, heads_traceback
 
 #: Which of a rank's error lines describes its failure best (lower is more specific).
 _SPECIFIC = {"cuda_oom": 0, "cuda_error": 0, "nccl_cuda_fail": 0, "nccl_alloc_fail": 0, "nccl_shm": 0,
@@ -169,7 +170,7 @@ def _echo_only(job: JobModel, job_timed_out: bool, timed: set[int]) -> tuple[set
     for st in job.ranks:
         rank_timed = id(st) in timed
         own = [e for e in st.events if e.kind in _OWN_OR_CAUSE
-               and not (e.kind == "log_error" and _heads_traceback(job, e))]  # (its exception says)
+               and not (e.kind == "log_error" and heads_traceback(job, e))]  # (its exception says)
         if any(teardown_terminate(e) for e in own) and \
                 any(e.kind != "cpp_terminate" and classify(e, job_timed_out, rank_timed) is None for e in own):
             own = [e for e in own if not teardown_terminate(e)]  # its teardown after an echo of its own
@@ -228,51 +229,6 @@ def _original_of(wrapper: Event, ev: Event) -> bool:
         and _RERAISED.match(str(ev.get("msg") or "")) is None
 
 
-def _heads_traceback(job: JobModel, ev: Event) -> bool:
-    """A logged error right above a traceback (``log.exception("training failed")``, whose traceback
-    has no prefix of its own): the heading of that exception, not an error of its own."""
-    starts = _traceback_starts(job)
-    mine = global_rank(job, ev)
-    for k in (1, 2, 3):
-        tb = starts.get((ev.file, ev.line + k))
-        if tb is not None:
-            theirs = global_rank(job, tb)
-            return theirs is None or theirs == mine  # (another rank's traceback in a shared console: no)
-    return False
-
-
-#: What a handler logs above a traceback it caught and went on from ("failed to decode sample 7, skipping",
-#: "download failed (attempt 1/3), retrying in 1.0s").
-_CARRIES_ON = re.compile(r"\b(?:skipping|skipped|retrying|will retry|trying again|ignoring|ignored|continuing|"
-                         r"falling back)\b", re.I)
-
-
-@_per_job
-def _handled_starts(job: JobModel) -> dict[str, list[int]]:
-    """file -> the lines of the tracebacks that a logged "..., skipping" / "..., retrying" heads
-    (``log.exception`` in a handler that carries on), sorted."""
-    out: dict[str, list[int]] = defaultdict(list)
-    starts = _traceback_starts(job)
-    for ev in job.by_kind("log_error", "log_carry_on"):
-        if _CARRIES_ON.search(str(ev.get("msg") or ev.text)):
-            for k in (1, 2, 3):
-                if (ev.file, ev.line + k) in starts:
-                    out[ev.file].append(ev.line + k)
-                    break
-    return {f: sorted(lines) for f, lines in out.items()}
-
-
-def _handled(job: JobModel, ev: Event) -> bool:
-    """The exception line of a traceback that a handler's "..., skipping" heads: the traceback it
-    belongs to is the last one started before it in the file (its frames come in between)."""
-    handled = _handled_starts(job).get(ev.file)
-    if not handled:
-        return False
-    starts = _starts_by_file(job).get(ev.file, [])
-    i = bisect_left(starts, ev.line) - 1
-    return i >= 0 and ev.line - starts[i] <= 400 and starts[i] in handled
-
-
 def _exits_together(job: JobModel) -> list[Failure]:
     """The job failed and all the logs hold of it is torchrun's table: ranks with no line of their
     own exiting with 1 in the same second (``exits._silent_exit1_together``). One failure naming
@@ -306,19 +262,6 @@ def _handled_failures(job: JobModel, handled: list[Event], out: list[Failure]) -
 
 
 @_per_job
-def _starts_by_file(job: JobModel) -> dict[str, list[int]]:
-    out: dict[str, list[int]] = defaultdict(list)
-    for file, line in _traceback_starts(job):
-        out[file].append(line)
-    return {f: sorted(lines) for f, lines in out.items()}
-
-
-@_per_job
-def _traceback_starts(job: JobModel) -> dict[tuple[str, int], Event]:
-    return {(e.file, e.line): e for e in job.by_kind("traceback_start")}
-
-
-@_per_job
 def _reporting_files(job: JobModel) -> set[str]:
     """Files holding torchrun's report of a failed worker: a nobody's "ERROR: ..." line there may be
     the words of the one worker it reports (pair_loose_traceback pairs them)."""
@@ -344,9 +287,9 @@ def failures(job: JobModel) -> list[Failure]:
         st = owner(job, ev)
         if ev.kind == "log_error" and st is None and ev.rank is None and ev.file not in _reporting_files(job):
             continue  # an error line of nobody's (a shared console's "ERROR: ..."): no rank's last word
-        if ev.kind == "log_error" and (_heads_traceback(job, ev) or _CARRIES_ON.search(str(ev.get("msg") or ""))):
+        if ev.kind == "log_error" and (heads_traceback(job, ev) or CARRIES_ON.search(str(ev.get("msg") or ""))):
             continue  # log.exception's message (the exception below it says what it was), or one it went on from
-        if ev.kind == "python_exception" and _handled(job, ev):
+        if ev.kind == "python_exception" and handled(job, ev):
             handled.append(ev)  # logged under "..., skipping" / "retrying": caught, and the process went on
             continue
         cls = classify(ev, job_timed_out, st is not None and id(st) in timed) or outside_sigterm(job, ev) \
