@@ -53,7 +53,7 @@ from .facts import (
 from .orphans import name_the_erring_child, pair_loose_traceback
 from .rendezvous import is_wrapper_echo, node_name, store_client_rank, store_not_joined, unreachable
 from .timeouts import timed_out_states, timeouts_by_pg, watchdog_kills
-from .tracebacks import CARRIES_ON, heads_traceback
+from .tracebacks import CARRIES_ON, caught, heads_traceback
 
 #: Which of a rank's error lines describes its failure best (lower is more specific).
 _SPECIFIC = {"cuda_oom": 0, "cuda_error": 0, "nccl_cuda_fail": 0, "nccl_alloc_fail": 0, "nccl_shm": 0,
@@ -289,7 +289,7 @@ def failures(job: JobModel) -> list[Failure]:
             continue  # an error line of nobody's (a shared console's "ERROR: ..."): no rank's last word
         if ev.kind == "log_error" and (heads_traceback(job, ev) or CARRIES_ON.search(str(ev.get("msg") or ""))):
             continue  # log.exception's message (the exception below it says what it was), or one it went on from
-        if ev.kind == "python_exception" and handled(job, ev):
+        if ev.kind == "python_exception" and caught(job, ev):
             handled.append(ev)  # logged under "..., skipping" / "retrying": caught, and the process went on
             continue
         cls = classify(ev, job_timed_out, st is not None and id(st) in timed) or outside_sigterm(job, ev) \

@@ -47,7 +47,7 @@ def _handled_starts(job: JobModel) -> dict[str, list[int]]:
     return {f: sorted(lines) for f, lines in out.items()}
 
 
-def handled(job: JobModel, ev: Event) -> bool:
+def caught(job: JobModel, ev: Event) -> bool:
     """The exception line of a traceback that a handler's "..., skipping" heads: the traceback it
     belongs to is the last one started before it in the file (its frames come in between)."""
     handled = _handled_starts(job).get(ev.file)
