@@ -261,9 +261,10 @@ def analyze_scans(scans: list[FileScan], skipped: list[Skipped], *, select=None,
                         "how they ended")
     stop = stopped_from_outside(job)
     if stop:
-        sig = stop[0].get("sig") if stop[0].kind == "elastic_death_signal" else None
+        sig = stop[0].get("sig") if stop[0].kind in ("elastic_death_signal", "launcher_signalled") else None
+        who = "torchrun" if stop[0].kind == "elastic_death_signal" else "the launcher"
         notes.append(f"the job was stopped from outside ({stop[0].file}:{stop[0].line}: "
-                     + (f"torchrun received signal {sig} and shut its workers down" if sig is not None
+                     + (f"{who} received signal {sig} and shut its workers down" if sig is not None
                         else "Slurm cancelled it" + (" at its time limit" if "TIME LIMIT" in stop[0].text else ""))
                      + "): a preemption, a scheduler's time limit or cancel, an operator; not a failure of the job")
     verdict, last = _verdict(job, findings)

@@ -183,6 +183,7 @@ KINDS: dict[str, str] = {
     "worker_exit": "word, who, pid, code, sig: a home-grown launcher's report of a worker's end ('worker 3 (pid 3794) "
                    "exited with code -6', 'FATAL: rank 2 terminated by signal 11', 'child 3887 exited with status -9'): "
                    "who is the worker's index (worker, rank, gpu, proc) or its pid (child, pid) (error)",
+    "launcher_signalled": "sig: the deepspeed launcher signalled from outside ('Main process received SIGTERM, exiting')",
     "unit_exit": "unit, instance, how, status, signame / container, ccode: a service's or container's end as systemd "
                  "('train@2.service: Main process exited, code=killed, status=9/KILL') or docker compose "
                  "('trainer1-1 exited with code 137') reports it",

@@ -306,7 +306,8 @@ NEGATIVE = [
     ("    raise subprocess.CalledProcessError(returncode=process.returncode, cmd=cmd)", ()),
     ("  File \"/opt/conda/lib/python3.7/site-packages/torch/multiprocessing/spawn.py\", line 20, in _wrap", ()),
     ("Killing subprocess 8189", ()),
-    ("Main process received SIGTERM, exiting", ()),
+    # the launcher stopped from outside (a stop, read as launcher_signalled): never an error of the job's
+    ("Main process received SIGTERM, exiting", ERROR_KINDS),
     ("# nThread 1 nGpus 1 minBytes 1 maxBytes 1073741824 step: 2(factor) warmup iters: 5 iters: 100", ()),
     ("[2022-05-01 03:56:11] PULSE: tr11-176B-ml is waiting to be scheduled (1528874_[1-3%1] on 'gpu_p5' partition)", ()),
     ("RuntimeError: NCCL error in: /x/ProcessGroupNCCL.cpp:825, unhandled system error, NCCL version 2.7.8", {"nccl_version"}),

@@ -783,3 +783,16 @@ def test_a_folder_holding_an_earlier_run_is_judged_on_its_latest_run():
     # the restart's OSError on rank 2 (:96) came 10 s later, after torchrun's "failed ... local_rank: 0" (:62)
     report = _run("t41_elastic_r0_then_r2_w4_logdir")
     assert report.verdict["ranks"] == [0]
+
+
+def test_frameworks_stopped_from_outside_and_logs_not_clean_ascii():
+    # accelerate launch, Ctrl-C: rank 2's KeyboardInterrupt ends in its own spin loop (train43.py:213,
+    # console.err:62-82), ranks 0 and 1 lost it in DDP's backward all-reduce (:87, :111)
+    report = _run("t43_accel_spin_r2_w3_ctrlc_split")
+    assert report.verdict["ranks"] == [2]
+    # the deepspeed launcher's "Main process received SIGTERM, exiting" (console.log:216) is a stop from outside
+    report = _run("t43_ds_ckptsleep_r0_w3_timeout_redirect")
+    assert any("stopped from outside" in n and "the launcher received signal SIGTERM" in n for n in report.notes)
+    # a non-ASCII message of the rank's own exception is quoted as it is (console.log, rank 2)
+    report = _run("t44_raise_r2_w4_zh_tee")
+    assert report.verdict["ranks"] == [2] and "数据分片损坏" in report.verdict["summary"]

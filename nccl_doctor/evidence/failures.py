@@ -140,6 +140,9 @@ def stopped_from_outside(job: JobModel) -> list[Event]:
     agents, hit = _agent_signals(job)
     if hit and set(hit) >= agents:
         return [evs[0] for evs in hit.values()]
+    launcher = job.by_kind("launcher_signalled")
+    if launcher:
+        return launcher[:2]
     # (a step cancel right after srun's own "_step_signal: Terminating" is srun's kill-on-bad-exit)
     by_srun = {e.file: e.line for e in job.by_kind("slurm_step_stop") if e.get("by_srun")}
     return [e for e in job.by_kind("slurm_cancel") if not (e.file in by_srun and by_srun[e.file] < e.line)][:2]
