@@ -16,6 +16,7 @@ from __future__ import annotations
 import calendar
 import re
 from dataclasses import dataclass
+from operator import attrgetter
 
 from .identity import logdir_slot
 
@@ -23,8 +24,9 @@ from .identity import logdir_slot
 _NAME_TIME = re.compile(r"(?<!\d)(20\d\d)-?([01]\d)-?([0-3]\d)[-_T.]?([0-2]\d)[-_:]?([0-5]\d)[-_:]?([0-5]\d)(?!\d)")
 #: Seconds by which two spans may miss each other and still be one run (clocks, buffered lines).
 SLACK_S = 2.0
+_KIND, _RANK, _TS = attrgetter("kind"), attrgetter("rank"), attrgetter("ts")
 #: Event kinds that say a run restarted itself (then its attempts are one job).
-_RESTART_KINDS = ("elastic_restart", "elastic_rdzv")
+_RESTART_KINDS = frozenset(("elastic_restart", "elastic_rdzv"))
 
 
 @dataclass(slots=True)
@@ -56,15 +58,12 @@ def split_runs(scans: list) -> tuple[list, list]:
         slot = logdir_slot(s.path)
         if slot is not None and not slot[0].endswith("attempt_0"):
             return scans, []
-        ranks: set = set()
-        times: list[float] = []
-        for e in s.events:  # (one pass: a job has millions of events)
-            if e.rank is not None:
-                ranks.add(e.rank)
-            if e.ts is not None:
-                times.append(e.ts)
-            if e.kind in _RESTART_KINDS:
-                return scans, []
+        evs = s.events  # (C-level passes: a job has millions of events)
+        if not _RESTART_KINDS.isdisjoint(map(_KIND, evs)):
+            return scans, []
+        ranks = set(map(_RANK, evs))
+        ranks.discard(None)
+        times = [t for t in map(_TS, evs) if t is not None]
         named = name_time(s.path)
         if not ranks or (not times and named is None):
             loose.append(s)  # (a job script's own output, a report: placed by the ranks' files, kept)
@@ -83,7 +82,8 @@ def split_runs(scans: list) -> tuple[list, list]:
             by_stem[stem] = sp
         else:
             other.lo, other.hi = min(other.lo, sp.lo), max(other.hi, sp.hi)
-            other.ranks, other.scans = other.ranks | sp.ranks, other.scans + sp.scans
+            other.ranks |= sp.ranks
+            other.scans.extend(sp.scans)
     spans = list({id(sp): sp for sp in by_stem.values()}.values())
     if len(spans) < 2:
         return scans, []
@@ -91,8 +91,10 @@ def split_runs(scans: list) -> tuple[list, list]:
     runs = [spans[0]]
     for sp in spans[1:]:
         last = runs[-1]
-        if sp.lo <= last.hi + SLACK_S:
-            last.hi, last.ranks, last.scans = max(last.hi, sp.hi), last.ranks | sp.ranks, last.scans + sp.scans
+        if sp.lo <= last.hi + SLACK_S:  # (in place: thousands of files merge into one run)
+            last.hi = max(last.hi, sp.hi)
+            last.ranks |= sp.ranks
+            last.scans.extend(sp.scans)
         else:
             runs.append(sp)
     if len(runs) < 2:
