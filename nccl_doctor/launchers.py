@@ -31,7 +31,7 @@ _COLLECTORS = frozenset({"k8s_timestamp", "kubectl_prefix", "ansi_remnant", "ste
 _DIGITS = re.compile(r"\d+")
 _LOGFMT = re.compile(LOGFMT_START)
 _MIN_SHARE = {"srun_label": 0.6, "pdsh_host": 0.8, "mpich_rank": 0.9, "torchrun_template": 0.8,
-              "worker_label": 0.6, "stern_pod": 0.8, "compose_service": 0.6}
+              "worker_label": 0.6, "stern_pod": 0.8, "compose_service": 0.6, "grep_line": 0.8}
 #: An unlabelled NCCL line proves that the stream is not labelled by the launcher.
 _BARE_NCCL = re.compile(r"^[\w.-]{1,253}:\d{1,10}:\d{1,10} \[\d{1,4}\] (?:NCCL )?(?:INFO|WARN)")
 
@@ -160,6 +160,8 @@ class LauncherStripper:
             fields.setdefault("pod", g["pod"])
         if g.get("pid"):
             fields.setdefault("pid", int(g["pid"]))
+        if g.get("srcfile"):  # (grep's file name, kept as excerpt_of: "srcfile" is a log statement's own)
+            fields.setdefault("excerpt_of", g["srcfile"])
         if g.get("jpid"):
             fields.setdefault("stream_pid", int(g["jpid"]))
         if g.get("sysmon"):  # syslog's "Nov 27 15:03:57": as c10's MMDD time, the year from the file

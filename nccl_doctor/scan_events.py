@@ -53,6 +53,8 @@ def make_event(kind: str, fields: dict, lf: dict, path: str, line_no: int, text:
                 fields.setdefault("launcher_ip", lf["ip"])
         if "stream_pid" in lf:  # journald's stream: a writer only where it never speaks for two ranks
             fields.setdefault("stream_pid", lf["stream_pid"])
+        if "excerpt_of" in lf:  # grep's "file:line:" prefix: the file the line came from
+            fields.setdefault("excerpt_of", lf["excerpt_of"])
     # positional: this runs once per event (kind, file, line, host, pid, cuda_dev, rank, local_rank, ts, fields, text)
     return Event(kind, path, line_no, host, pid, cuda_dev, lf.get("rank"), lf.get("local_rank"), ts, fields,
                  text.strip()[:MAX_TEXT])

@@ -23,6 +23,18 @@ from judge import judge_run  # noqa: E402
 #: Runs the reasoning still gets wrong, each with what an expert reads there (strict: a fix must
 #: remove it from here). Counted as wrong by benchmarks/accuracy.py too.
 KNOWN_WRONG = {
+    "t42_sleep_r0_w2_timeout_int_redirect": "rank 0's KeyboardInterrupt is in time.sleep (console.log:39-46) while rank 1 "
+                                            "lost it in all_reduce; but where a signal finds each rank is a snapshot (a "
+                                            "healthy job's ranks are anywhere: t45_preempt_*), and no dated step line "
+                                            "shows the job had stalled before the stop",
+    "t42_spin_r1_w3_ctrlc_split": "rank 1's KeyboardInterrupt is in its loader's spin (console.err:5-17), the others lost it "
+                                  "in backward; every last step is 11 and no step line is dated: nothing shows a stall",
+    "t45_spin_r1_w4_ctrlc_rank_redirect": "rank 1's KeyboardInterrupt is in its spinning loader while its TP partner waits "
+                                          "in the TP all_reduce; the same snapshot as a healthy preemption's, no dated step",
+    "t46_grep_cut_hang_r2_w4_console": "grep -B2 -A20 | cut -c1-120: the timeouts read 'Timed out wai' (cut), so no "
+                                       "timeout is recognised; rank 2's step 18 is its last line while the others time out",
+    "t46_grep_rn_kill_r3_w4_folder": "six grep -rn lines: torchrun's 'failed (exitcode: -9) local_rank: 3 (pid: 25659)' and "
+                                     "the table's SIGKILL line of that pid; one node's console, so local rank 3 is rank 3",
     "t43_ds_ckptsleep_r0_w3_timeout_redirect": "every rank's last step is 10; rank 0's last line is 'publishing checkpoint "
                                                "global_step10 ...' (console.log:212), never followed by the 'published' "
                                                "line it printed after every earlier save, before the launcher's SIGTERM "

@@ -43,7 +43,8 @@ class Stuck:
     events: list[Event]
 
 
-def _interrupted(job: JobModel) -> bool:
+def interrupted(job: JobModel) -> bool:
+    """A stop signal reached the processes (KeyboardInterrupt, SignalException, SystemExit raised)."""
     return any(str(e.get("exc_type") or "").endswith(_STOP_TYPES) for e in job.by_kind("python_exception"))
 
 
@@ -88,7 +89,7 @@ def stuck_when_stopped(job: JobModel) -> Stuck | None:
     """The one rank that was not where all the others were when the job was stopped from outside."""
     if timeouts_by_pg(job) or watchdog_kills(job) or any(not f.recovered for f in failures(job)):
         return None
-    if not stopped_from_outside(job) and not _interrupted(job):
+    if not stopped_from_outside(job) and not interrupted(job):
         return None
     known = {r: st for r, st in job.known_ranks().items() if st is not None}
     if len(known) < 2:
@@ -100,14 +101,38 @@ def stuck_when_stopped(job: JobModel) -> Stuck | None:
             where_at[rank] = pos
     outside = [r for r, p in where_at.items() if not p[0]]
     inside = [r for r, p in where_at.items() if p[0]]
-    if len(outside) == 1 and inside:
+    stalled = _stalled(job)
+    if stalled is False:
+        return None  # the ranks printed steps up to the stop: a running job stopped (a preemption), not a hang
+    behind = _behind(job, known)
+    if len(outside) == 1 and inside and (stalled or (behind is not None and behind.rank == outside[0])):
+        # Where the signal found each rank is a snapshot: a healthy job's ranks are all over the place at any
+        # moment. It says who was stuck only when the job had stalled before the stop, or that rank was
+        # also a step behind.
         rank = outside[0]
         odd = where_at[rank]
         peer = where_at[inside[0]]
         return Stuck(rank, known[rank], f"the job was stopped from outside while it stalled: when the signal came "
                      f"it was {odd[1]}, while {plural(len(inside), 'other rank')} "
                      f"{'was' if len(inside) == 1 else 'were'} {peer[1]}", "high", odd[2] + peer[2][:1])
-    return _behind(job, known)
+    return behind
+
+
+#: A stall before the stop, when the step lines are dated: this long with no step, and this many intervals.
+STALL_S = 10.0
+STALL_STEPS = 3
+
+
+def _stalled(job: JobModel) -> bool | None:
+    """True when the dated step lines stopped well before the logs' end (the stop), False when they ran
+    up to it, None when the step lines carry no time."""
+    times = sorted(e.ts for e in job.by_kind("train_step") if e.ts is not None)
+    if len(times) < 3:
+        return None
+    ends = [e.ts for e in job.events if e.ts is not None]
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False) if b > a]
+    interval = sorted(gaps)[len(gaps) // 2] if gaps else 0.0
+    return max(ends) - times[-1] >= max(STALL_S, STALL_STEPS * interval)
 
 
 def _behind(job: JobModel, known: dict[int, RankState]) -> Stuck | None:
@@ -119,6 +144,8 @@ def _behind(job: JobModel, known: dict[int, RankState]) -> Stuck | None:
             return None
         last[rank] = max(steps, key=by_place)
     keys = {r: progress_key(e) for r, e in last.items()}
+    if len(keys) < 2:
+        return None
     top = max(keys.values())
     behind = [r for r, k in keys.items() if k < top]
     if len(behind) != 1 or len(known) - 1 < 1:

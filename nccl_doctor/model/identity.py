@@ -14,6 +14,7 @@ applies the process keeps no rank: we never guess.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -196,6 +197,24 @@ def _loguru_relayed(events: list[Event]) -> None:
                 relaying = None
 
 
+def _headed_sources(events: list[Event]) -> None:
+    """Lines after head's or tail's "==> path <==" header are that path's (``excerpt_of``), up to the next."""
+    headers: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for ev in events:
+        if ev.kind == "file_header":
+            headers[ev.file].append((ev.line, str(ev.get("path"))))
+    if not headers:
+        return
+    for marks in headers.values():
+        marks.sort()
+    for ev in events:
+        marks = headers.get(ev.file)
+        if marks and ev.kind != "file_header":
+            i = bisect_right(marks, (ev.line, "\uffff")) - 1
+            if i >= 0:
+                ev.fields.setdefault("excerpt_of", marks[i][1])
+
+
 def _relaying_streams(events: list[Event]) -> set[tuple[str, int]]:
     """(file, journal stream pid) of streams that speak for two ranks or more: a torchrun agent's
     service relaying every rank of its node. Such a pid is no writer; any other stream's is one."""
@@ -230,9 +249,10 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
     by_writer: dict[tuple, tuple] = {}
     self_local: dict[str, list] = defaultdict(list)  # file -> (event, the local rank its script states)
     relayed = _relaying_streams(events)
+    _headed_sources(events)
     for ev in events:
         sig = (ev.file, ev.host, ev.pid, ev.rank, ev.local_rank, ev.fields.get("launcher_pid"),
-               ev.fields.get("launcher_ip"), ev.fields.get("stream_pid"))
+               ev.fields.get("launcher_ip"), ev.fields.get("stream_pid"), ev.fields.get("excerpt_of"))
         named = ev.pid is not None or ev.rank is not None or ev.local_rank is not None
         if not named:
             # An event naming no writer: its keys follow from the same signature and what its kind
@@ -242,6 +262,13 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
         key0 = by_writer.get(sig) if sig is not None else None
         if key0 is None:
             keys = _keys(ev, ev.file in file_labels)  # may set ev.rank (old torch's "[Rank N]")
+            src = ev.fields.get("excerpt_of")
+            if src is not None and ev.kind not in _ABOUT_WORKERS:
+                # an excerpt's line from another file (grep's prefix, head/tail's header): that file's writer,
+                # whose rank its name may give, as a per-rank file's does
+                keys.append(("src", ev.file, src))
+                if not any(k[0] == "rank" for k in keys) and file_rank(str(src)) is not None:
+                    keys.append(("rank", file_rank(str(src))))
             spid = ev.fields.get("stream_pid")
             if spid is not None and ev.kind not in _ABOUT_WORKERS and (ev.file, spid) not in relayed:
                 keys.append(("stream", ev.file, spid))  # a journal stream of one process: its lines

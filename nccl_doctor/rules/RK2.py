@@ -15,6 +15,8 @@ from __future__ import annotations
 from ..evidence import facts
 from ..evidence.endings import lost_peer_only
 from ..evidence.facts import fmt_ranks, plural
+from ..evidence.failures import stopped_from_outside
+from ..evidence.stopped import interrupted as _interrupted
 from ..findings import Finding, Severity
 from ..model import JobModel
 from .base import Rule
@@ -49,6 +51,8 @@ def _unknown_peer(job: JobModel, rule: Rule) -> list[Finding]:
     node = facts.stopped_node(job)
     if node is not None:
         return [_stopped_node(node, rule)]
+    if stopped_from_outside(job) or _interrupted(job):
+        return []  # the stop itself took the peers away (a preemption, Ctrl-C): the job's note says so
     summary = (f"{plural(len(lost), 'rank')} ({fmt_ranks(e.rank for e in lost)}) lost the connection to a peer, "
                "and no rank in these logs failed on its own: the process that went away left no error here "
                "(its log is not among these, or it exited without a word); nothing here singles it out")
