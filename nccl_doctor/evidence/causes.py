@@ -169,7 +169,10 @@ def classify(ev: Event, job_timed_out: bool, rank_timed_out: bool) -> tuple[str,
         name = str(get("sig") or get("signal") or text)  # (its name, "SIGTERM", says more than 15)
         if _exit_is_consequence(None, name, job_timed_out or rank_timed_out):
             return None
-        return "signal", str(get("signal") or text)[:200]
+        number = get("signal")
+        if isinstance(number, int) and get("sig"):  # a bare number says little: "SIGKILL (signal 9)"
+            return "signal", f"{get('sig')} (signal {number})"
+        return "signal", str(number or text)[:200]
     if k == "xid":
         return "host", f"GPU Xid {get('code')}: {get('msg') or text}"[:200]
     if k == "slurm_node_fail":
