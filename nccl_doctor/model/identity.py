@@ -14,13 +14,13 @@ applies the process keeps no rank: we never guess.
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 from ..events import Event, by_place
-from .links import _Union, link_launcher_maps, table_pid_ranks
+from .links import _Union, link_launcher_maps
+from .relays import headed_sources, loguru_relayed, relaying_streams, spawn_relayed
 
 #: Only explicit words: "worker-1" or "node-3" in a file name is usually a host, not a rank.
 _FILE_RANK = re.compile(r"(?:^|[^a-z])(?:rank|task)[-_.]?(\d{1,7})(?:\D|$)", re.I)
@@ -140,96 +140,10 @@ def _unnamed_class(ev: Event):
     return None
 
 
-def _spawn_relayed(events: list[Event]) -> None:
-    """torch.multiprocessing.spawn's parent names a failed child by its process index ("-- Process 2
-    terminated with the following error:", "process 1 terminated with signal SIGKILL"), which the
-    child's function receives as its first argument: its rank, on the one node such a job has (a
-    multi-node spawn script adds its node's offset, which nothing in the log says). The traceback
-    the parent prints right after the first form is the child's own, relayed: its events are that
-    rank's (up to the exception line that ends it). Not where the spawning parent is an elastic
-    agent (the standalone torchelastic's lines are in the file): its index is a local rank on some
-    node, and what it relays is its own launch wrapper's exit report."""
-    spawned = [ev for ev in events if ev.kind == "mp_spawn_failed"]
-    if not spawned:
-        return
-    files = {ev.file for ev in spawned}
-    agents = {ev.file for ev in events if ev.file in files and ev.kind.startswith("elastic_")}
-    relaying: tuple[str, int] | None = None
-    for ev in events:
-        if relaying is not None and (ev.file != relaying[0] or ev.rank is not None or ev.local_rank is not None):
-            relaying = None
-        if ev.kind == "mp_spawn_failed" and ev.rank is None and ev.local_rank is None \
-                and isinstance(ev.get("proc"), int) and ev.file not in agents:
-            ev.rank = ev.get("proc")
-            if ev.get("exitcode") is None and ev.get("sig") is None:
-                relaying = (ev.file, ev.rank)
-        elif relaying is not None:
-            ev.rank = relaying[1]
-            if ev.kind == "python_exception":
-                relaying = None
-
-
-#: Lines inside a traceback, before its exception line: its head and the frames read as events.
-_IN_TRACEBACK = frozenset(("traceback_start", "torch_c10d_frame", "py_script_frame"))
-
-
-def _loguru_relayed(events: list[Event]) -> None:
-    """loguru's ``logger.catch()`` prints its own copy of an exception with no launcher prefix, under
-    "An error has been caught in function ..., process 'MainProcess' (PID)". torchrun's failure table
-    names each worker's pid and rank: the header and the copy below it, up to its exception line,
-    are that rank's (else a copy of a timeout would count as one more process that timed out)."""
-    if not any(ev.kind == "loguru_caught" for ev in events):
-        return
-    pid_ranks = table_pid_ranks(events)
-    relaying: tuple[str, int] | None = None
-    for ev in events:
-        if ev.kind == "loguru_caught":
-            ranks = pid_ranks.get(ev.get("caught_pid"), set())
-            relaying = (ev.file, next(iter(ranks))) if len(ranks) == 1 and ev.rank is None else None
-            if relaying is not None:
-                ev.rank = relaying[1]
-        elif relaying is not None:
-            if ev.file != relaying[0] or ev.rank is not None or ev.local_rank is not None:
-                relaying = None
-                continue
-            ev.rank = relaying[1]
-            if ev.kind not in _IN_TRACEBACK:  # the copy's exception line ends it
-                relaying = None
-
-
-def _headed_sources(events: list[Event]) -> None:
-    """Lines after head's or tail's "==> path <==" header are that path's (``excerpt_of``), up to the next."""
-    headers: dict[str, list[tuple[int, str]]] = defaultdict(list)
-    for ev in events:
-        if ev.kind == "file_header":
-            headers[ev.file].append((ev.line, str(ev.get("path"))))
-    if not headers:
-        return
-    for marks in headers.values():
-        marks.sort()
-    for ev in events:
-        marks = headers.get(ev.file)
-        if marks and ev.kind != "file_header":
-            i = bisect_right(marks, (ev.line, "\uffff")) - 1
-            if i >= 0:
-                ev.fields.setdefault("excerpt_of", marks[i][1])
-
-
-def _relaying_streams(events: list[Event]) -> set[tuple[str, int]]:
-    """(file, journal stream pid) of streams that speak for two ranks or more: a torchrun agent's
-    service relaying every rank of its node. Such a pid is no writer; any other stream's is one."""
-    seen: dict[tuple[str, int], set[int]] = defaultdict(set)
-    for ev in events:
-        spid = ev.fields.get("stream_pid") if ev.rank is not None else None
-        if spid is not None:
-            seen[(ev.file, spid)].add(ev.rank)
-    return {k for k, ranks in seen.items() if len(ranks) > 1}
-
-
 def build_processes(events: list[Event], world: int | None) -> list[Proc]:
     """Group events into processes and assign global ranks (see module docstring)."""
-    _spawn_relayed(events)
-    _loguru_relayed(events)
+    spawn_relayed(events)
+    loguru_relayed(events)
     file_procs: dict[str, set] = defaultdict(set)
     file_labels: set[str] = set()
     file_devs: dict[str, set] = defaultdict(set)
@@ -248,8 +162,8 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
     # at their other fields.
     by_writer: dict[tuple, tuple] = {}
     self_local: dict[str, list] = defaultdict(list)  # file -> (event, the local rank its script states)
-    relayed = _relaying_streams(events)
-    _headed_sources(events)
+    relayed = relaying_streams(events)
+    headed_sources(events)
     for ev in events:
         sig = (ev.file, ev.host, ev.pid, ev.rank, ev.local_rank, ev.fields.get("launcher_pid"),
                ev.fields.get("launcher_ip"), ev.fields.get("stream_pid"), ev.fields.get("excerpt_of"))

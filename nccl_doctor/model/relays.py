@@ -1,0 +1,97 @@
+"""Who wrote a line when its writer is told elsewhere: spawn's parent relaying a child's traceback,
+loguru's copy of an exception under its pid, the lines after head's or tail's "==> file <==" header,
+and journald streams that relay several ranks (model/identity.py groups events with these)."""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections import defaultdict
+
+from ..events import Event
+from .links import table_pid_ranks
+
+
+def spawn_relayed(events: list[Event]) -> None:
+    """torch.multiprocessing.spawn's parent names a failed child by its process index ("-- Process 2
+    terminated with the following error:", "process 1 terminated with signal SIGKILL"), which the
+    child's function receives as its first argument: its rank, on the one node such a job has (a
+    multi-node spawn script adds its node's offset, which nothing in the log says). The traceback
+    the parent prints right after the first form is the child's own, relayed: its events are that
+    rank's (up to the exception line that ends it). Not where the spawning parent is an elastic
+    agent (the standalone torchelastic's lines are in the file): its index is a local rank on some
+    node, and what it relays is its own launch wrapper's exit report."""
+    spawned = [ev for ev in events if ev.kind == "mp_spawn_failed"]
+    if not spawned:
+        return
+    files = {ev.file for ev in spawned}
+    agents = {ev.file for ev in events if ev.file in files and ev.kind.startswith("elastic_")}
+    relaying: tuple[str, int] | None = None
+    for ev in events:
+        if relaying is not None and (ev.file != relaying[0] or ev.rank is not None or ev.local_rank is not None):
+            relaying = None
+        if ev.kind == "mp_spawn_failed" and ev.rank is None and ev.local_rank is None \
+                and isinstance(ev.get("proc"), int) and ev.file not in agents:
+            ev.rank = ev.get("proc")
+            if ev.get("exitcode") is None and ev.get("sig") is None:
+                relaying = (ev.file, ev.rank)
+        elif relaying is not None:
+            ev.rank = relaying[1]
+            if ev.kind == "python_exception":
+                relaying = None
+
+
+#: Lines inside a traceback, before its exception line: its head and the frames read as events.
+_IN_TRACEBACK = frozenset(("traceback_start", "torch_c10d_frame", "py_script_frame"))
+
+
+def loguru_relayed(events: list[Event]) -> None:
+    """loguru's ``logger.catch()`` prints its own copy of an exception with no launcher prefix, under
+    "An error has been caught in function ..., process 'MainProcess' (PID)". torchrun's failure table
+    names each worker's pid and rank: the header and the copy below it, up to its exception line,
+    are that rank's (else a copy of a timeout would count as one more process that timed out)."""
+    if not any(ev.kind == "loguru_caught" for ev in events):
+        return
+    pid_ranks = table_pid_ranks(events)
+    relaying: tuple[str, int] | None = None
+    for ev in events:
+        if ev.kind == "loguru_caught":
+            ranks = pid_ranks.get(ev.get("caught_pid"), set())
+            relaying = (ev.file, next(iter(ranks))) if len(ranks) == 1 and ev.rank is None else None
+            if relaying is not None:
+                ev.rank = relaying[1]
+        elif relaying is not None:
+            if ev.file != relaying[0] or ev.rank is not None or ev.local_rank is not None:
+                relaying = None
+                continue
+            ev.rank = relaying[1]
+            if ev.kind not in _IN_TRACEBACK:  # the copy's exception line ends it
+                relaying = None
+
+
+def headed_sources(events: list[Event]) -> None:
+    """Lines after head's or tail's "==> path <==" header are that path's (``excerpt_of``), up to the next."""
+    headers: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for ev in events:
+        if ev.kind == "file_header":
+            headers[ev.file].append((ev.line, str(ev.get("path"))))
+    if not headers:
+        return
+    for marks in headers.values():
+        marks.sort()
+    for ev in events:
+        marks = headers.get(ev.file)
+        if marks and ev.kind != "file_header":
+            i = bisect_right(marks, (ev.line, "\uffff")) - 1
+            if i >= 0:
+                ev.fields.setdefault("excerpt_of", marks[i][1])
+
+
+def relaying_streams(events: list[Event]) -> set[tuple[str, int]]:
+    """(file, journal stream pid) of streams that speak for two ranks or more: a torchrun agent's
+    service relaying every rank of its node. Such a pid is no writer; any other stream's is one."""
+    seen: dict[tuple[str, int], set[int]] = defaultdict(set)
+    for ev in events:
+        spid = ev.fields.get("stream_pid") if ev.rank is not None else None
+        if spid is not None:
+            seen[(ev.file, spid)].add(ev.rank)
+    return {k for k, ranks in seen.items() if len(ranks) > 1}
