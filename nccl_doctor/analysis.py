@@ -16,7 +16,7 @@ from typing import Any
 
 from .discover import InputError, InputFile, discover
 from .events import Event, Skipped
-from .evidence.failures import stopped_from_outside
+from .evidence.outside import stopped_from_outside
 from .evidence.status import assign_statuses
 from .findings import Finding, Severity
 from .model import JobModel, build_job

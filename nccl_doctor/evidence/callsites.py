@@ -19,6 +19,7 @@ from ..model import JobModel, RankState
 from .causes import _CONSEQUENCE, _TIMEOUT_ECHOES
 from .facts import _per_job
 from .timeouts import P2P_CALLS, c10d_call, timeouts_by_pg
+from .tracebacks import frames_above, script_name
 
 #: Exception lines that may end a rank's wait (their message says it was an echo).
 _EXC_KINDS = frozenset((*_TIMEOUT_ECHOES, "python_exception"))
@@ -43,14 +44,8 @@ def _site(st: RankState) -> tuple[tuple[str, int], Event, Event] | None:
         text = " ".join(str(v) for v in (exc.get("msg"), exc.get("err")) if v) or exc.text
         if exc.kind == "python_exception" and not _CONSEQUENCE.search(text):
             return None  # its own error: a cause, told elsewhere
-        for j in range(i - 1, max(-1, i - 200), -1):
-            f = evs[j]
-            if f.file != exc.file or f.kind in _EXC_KINDS or f.kind == "traceback_start":
-                break
-            if f.kind == "py_script_frame":
-                name = str(f.get("path")).replace("\\", "/").rsplit("/", 1)[-1]
-                return (name, int(f.get("srcline") or 0)), f, exc
-        return None
+        f = next((f for f in frames_above(evs, i, _EXC_KINDS) if f.kind == "py_script_frame"), None)
+        return ((script_name(f), int(f.get("srcline") or 0)), f, exc) if f is not None else None
     return None
 
 

@@ -22,6 +22,7 @@ run one after another over the same job model).
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from functools import wraps
@@ -201,6 +202,27 @@ def _file_hosts(job: JobModel) -> dict[str, str]:
 
 
 _ENDPOINT = re.compile(r"\(([A-Za-z][\w.-]{0,252}), \d{1,5}\)")
+
+
+@_per_job
+def _dated_lines(job: JobModel) -> dict[str, tuple[list[int], list[float]]]:
+    """file -> (lines, times) of its dated events, in line order."""
+    out: dict[str, tuple[list[int], list[float]]] = {}
+    for e in job.events:  # (sorted by file, line)
+        if e.ts is not None:
+            lines, times = out.setdefault(e.file, ([], []))
+            lines.append(e.line)
+            times.append(e.ts)
+    return out
+
+
+def dated_after(job: JobModel, ev: Event) -> float | None:
+    """The time of the first dated line after ``ev`` in its file (an upper bound of its own time)."""
+    found = _dated_lines(job).get(ev.file)
+    if not found:
+        return None
+    i = bisect_left(found[0], ev.line + 1)
+    return found[1][i] if i < len(found[0]) else None
 
 
 def _stem(path: str) -> str:

@@ -15,7 +15,6 @@ results are cached per job like the facts.
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -40,6 +39,7 @@ from .exits import (
 )
 from .facts import (
     _per_job,
+    dated_after,
     file_host,
     first_ts,
     fmt_ranks,
@@ -51,6 +51,7 @@ from .facts import (
     writer,
 )
 from .orphans import name_the_erring_child, pair_loose_traceback
+from .outside import agent_signals
 from .rendezvous import is_wrapper_echo, node_name, store_client_rank, store_not_joined, unreachable
 from .timeouts import timed_out_states, timeouts_by_pg, watchdog_kills
 from .tracebacks import CARRIES_ON, caught, heads_traceback
@@ -109,7 +110,7 @@ def _signalled_agents(job: JobModel) -> list[Failure]:
     scheduler's limit, an operator), and the others' errors follow from it. When every agent got the
     signal (one agent alone: it is the job) the whole job was stopped: no node stands out, and a stop
     from outside is no failure (CATALOGUE: a scheduler's cancel is not a fault)."""
-    agents, hit = _agent_signals(job)
+    agents, hit = agent_signals(job)
     if not hit or set(hit) >= agents:
         return []
     out = []
@@ -121,31 +122,6 @@ def _signalled_agents(job: JobModel) -> list[Failure]:
                                 "from outside (a preemption, the scheduler's time limit or cancel, an operator)",
                            label=f"the node {host}" if host else "a node"))
     return out
-
-
-@_per_job
-def _agent_signals(job: JobModel) -> tuple[set[str], dict[str, list[Event]]]:
-    """(every torchrun agent of the job, by host or file; the agents that got a death signal -> those lines)."""
-    agents = {file_host(job, e.file) or e.file for k in job.kinds("elastic_") for e in job.by_kind(k)}
-    hit: dict[str, list[Event]] = defaultdict(list)
-    for e in job.by_kind("elastic_death_signal"):
-        hit[file_host(job, e.file) or e.file].append(e)
-    return agents, dict(hit)
-
-
-def stopped_from_outside(job: JobModel) -> list[Event]:
-    """The lines saying the whole job was stopped from outside: every torchrun agent got a death signal
-    (an operator's Ctrl-C, a preemption, a scheduler's cancel), or Slurm cancelled the job. Not a
-    failure of any rank (see _signalled_agents); the report says it in a note."""
-    agents, hit = _agent_signals(job)
-    if hit and set(hit) >= agents:
-        return [evs[0] for evs in hit.values()]
-    launcher = job.by_kind("launcher_signalled")
-    if launcher:
-        return launcher[:2]
-    # (a step cancel right after srun's own "_step_signal: Terminating" is srun's kill-on-bad-exit)
-    by_srun = {e.file: e.line for e in job.by_kind("slurm_step_stop") if e.get("by_srun")}
-    return [e for e in job.by_kind("slurm_cancel") if not (e.file in by_srun and by_srun[e.file] < e.line)][:2]
 
 
 @_per_job
@@ -360,30 +336,9 @@ def failures(job: JobModel) -> list[Failure]:
     # A rank's own error comes before any launcher's report of an exit; then time (for an untimed error,
     # the time of the first dated line after it in its file: it happened by then), then position.
     def when(f: Failure) -> float | None:
-        return f.ts if f.ts is not None else _dated_after(job, f.events[0])
+        return f.ts if f.ts is not None else dated_after(job, f.events[0])
     return sorted(out, key=lambda f: (f.exit_only, when(f) is None, when(f) or 0.0,
                                       files.get(f.events[0].file, 0), f.events[0].line))
-
-
-@_per_job
-def _dated_lines(job: JobModel) -> dict[str, tuple[list[int], list[float]]]:
-    """file -> (lines, times) of its dated events, in line order."""
-    out: dict[str, tuple[list[int], list[float]]] = {}
-    for e in job.events:  # (sorted by file, line)
-        if e.ts is not None:
-            lines, times = out.setdefault(e.file, ([], []))
-            lines.append(e.line)
-            times.append(e.ts)
-    return out
-
-
-def _dated_after(job: JobModel, ev: Event) -> float | None:
-    """The time of the first dated line after ``ev`` in its file (an upper bound of its own time)."""
-    found = _dated_lines(job).get(ev.file)
-    if not found:
-        return None
-    i = bisect_left(found[0], ev.line + 1)
-    return found[1][i] if i < len(found[0]) else None
 
 
 @_per_job

@@ -18,7 +18,7 @@ from ..findings import Evidence
 from ..model import JobModel
 from . import facts
 from .facts import _per_job
-from .failures import stopped_from_outside
+from .outside import stopped_from_outside
 from .progress import STALL_AFTER, STARTUP_FACTOR
 
 #: A hang is a gap with no progress of at least this long, and this many step intervals.

@@ -29,7 +29,7 @@ from ..events import Event
 from ..model import JobModel
 from ..model.identity import file_rank
 from .exits import started_rank
-from .facts import _per_job, file_host, line_key, plural, writer
+from .facts import _per_job, _stem, file_host, line_key, plural, writer
 
 _CONNECT = re.compile(r"(?:timed out after \d{1,12} ?m?s while trying to connect to|failed to connect to(?: any network "
                       r"address of)?) \(?\[?(?P<host>[\w.:%-]{1,255}?)\]?,? (?P<port>\d{1,5})\)?")
@@ -94,7 +94,7 @@ def node_name(job: JobModel, file: str) -> str | None:
     host = file_host(job, file)
     if host:
         return host
-    stem = file.replace("\\", "/").rsplit("/", 1)[-1].split(".", 1)[0]
+    stem = _stem(file)
     if (_HOST_NAME.match(stem) and re.search(r"\d", stem) and re.search(r"[A-Za-z]{2}", stem)
             and not _GENERIC_STEM.match(stem) and file_rank(file) is None):
         return stem

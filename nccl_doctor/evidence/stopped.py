@@ -23,15 +23,14 @@ from ..events import Event, by_place
 from ..model import JobModel, RankState
 from .causes import _PEER_GONE
 from .facts import _per_job, plural
-from .failures import failures, stopped_from_outside
+from .failures import failures
 from .launcher_facts import progress_key, progress_text
+from .outside import STOP_TYPES, interrupted, stopped_from_outside
 from .stacks import in_collective, own_dump, where
 from .timeouts import timeouts_by_pg, watchdog_kills
+from .tracebacks import frames_above, script_name
 
-#: Exceptions a stop signal raises in Python.
-_STOP_TYPES = ("KeyboardInterrupt", "SignalException", "SystemExit")
-#: Frames of these files are inside torch.distributed's calls.
-_COLLECTIVE_FILES = ("torch/distributed/", "torch\\distributed\\")
+_EXCEPTION = frozenset(("python_exception",))
 
 
 @dataclass(slots=True, frozen=True)
@@ -41,11 +40,6 @@ class Stuck:
     reason: str
     confidence: str
     events: list[Event]
-
-
-def interrupted(job: JobModel) -> bool:
-    """A stop signal reached the processes (KeyboardInterrupt, SignalException, SystemExit raised)."""
-    return any(str(e.get("exc_type") or "").endswith(_STOP_TYPES) for e in job.by_kind("python_exception"))
 
 
 def _position(st: RankState) -> tuple[bool, str, list[Event]] | None:
@@ -65,22 +59,15 @@ def _position(st: RankState) -> tuple[bool, str, list[Event]] | None:
         text = str(exc.get("msg") or "") or exc.text
         if _PEER_GONE.search(text):
             return True, "in a collective (it lost the connection to a peer there)", [exc]
-        if not etype.endswith(_STOP_TYPES):
+        if not etype.endswith(STOP_TYPES):
             return None
-        frames = []
-        for j in range(i - 1, max(-1, i - 200), -1):
-            f = evs[j]
-            if f.file != exc.file or f.kind in ("traceback_start", "python_exception"):
-                break
-            if f.kind in ("torch_c10d_frame", "py_script_frame"):
-                frames.append(f)
+        frames = [f for f in frames_above(evs, i, _EXCEPTION) if f.kind in ("torch_c10d_frame", "py_script_frame")]
         if not frames:
             return None
         if any(f.kind == "torch_c10d_frame" for f in frames):
             return True, f"in {frames[0].get('op') or 'a collective'}", [exc]
-        inner = frames[0]  # (innermost first: the list was read backwards)
-        name = str(inner.get("path")).replace("\\", "/").rsplit("/", 1)[-1]
-        return False, f"in {inner.get('func')} ({name}:{inner.get('srcline')})", [inner, exc]
+        inner = frames[0]  # (innermost first)
+        return False, f"in {inner.get('func')} ({script_name(inner)}:{inner.get('srcline')})", [inner, exc]
     return None
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections import defaultdict
+from collections.abc import Iterator
 
 from ..events import Event
 from ..model import JobModel
@@ -69,3 +70,19 @@ def _starts_by_file(job: JobModel) -> dict[str, list[int]]:
 @_per_job
 def traceback_starts(job: JobModel) -> dict[tuple[str, int], Event]:
     return {(e.file, e.line): e for e in job.by_kind("traceback_start")}
+
+
+def frames_above(evs: list[Event], i: int, stop: frozenset[str]) -> Iterator[Event]:
+    """The events right above ``evs[i]`` (an exception line) in its traceback, innermost first: back to
+    its "Traceback" line, an event of a ``stop`` kind (another exception) or another file; 200 at most."""
+    exc = evs[i]
+    for j in range(i - 1, max(-1, i - 200), -1):
+        f = evs[j]
+        if f.file != exc.file or f.kind == "traceback_start" or f.kind in stop:
+            return
+        yield f
+
+
+def script_name(frame: Event) -> str:
+    """The file name of a ``py_script_frame`` (``train.py``)."""
+    return str(frame.get("path")).replace("\\", "/").rsplit("/", 1)[-1]

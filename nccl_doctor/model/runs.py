@@ -13,11 +13,11 @@ the story). The latest run is the one analysed; the others are named in a note.
 
 from __future__ import annotations
 
-import calendar
 import re
 from dataclasses import dataclass
 from operator import attrgetter
 
+from ..timeparse import _epoch
 from .identity import logdir_slot
 
 #: A date and time in a file's name or folder: 20261127-155405, 2026-11-27_15-54-05, 20261127T155405.
@@ -45,7 +45,7 @@ def name_time(path: str) -> float | None:
     if m is None:
         return None
     y, mo, d, h, mi, s = (int(x) for x in m.groups())
-    return float(calendar.timegm((y, mo, d, h, mi, s, 0, 0, 0))) if 1 <= mo <= 12 and 1 <= d <= 31 else None
+    return _epoch(y, mo, d, h, mi, s)
 
 
 def split_runs(scans: list) -> tuple[list, list]:

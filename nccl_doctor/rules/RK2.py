@@ -15,8 +15,8 @@ from __future__ import annotations
 from ..evidence import facts
 from ..evidence.endings import lost_peer_only
 from ..evidence.facts import fmt_ranks, plural
-from ..evidence.failures import stopped_from_outside
-from ..evidence.stopped import interrupted as _interrupted
+from ..evidence.outside import interrupted as _interrupted
+from ..evidence.outside import stopped_from_outside
 from ..findings import Finding, Severity
 from ..model import JobModel
 from .base import Rule
