@@ -20,6 +20,7 @@ from .evidence.outside import stopped_from_outside
 from .evidence.status import assign_statuses
 from .findings import Finding, Severity
 from .model import JobModel, build_job
+from .model.order import restore as restore_order
 from .model.runs import split_runs
 from .rasjson import split_ras_json
 from .scan_events import fix_years
@@ -263,10 +264,11 @@ def analyze_scans(scans: list[FileScan], skipped: list[Skipped], *, select=None,
     if stop:
         sig = stop[0].get("sig") if stop[0].kind in ("elastic_death_signal", "launcher_signalled") else None
         who = "torchrun" if stop[0].kind == "elastic_death_signal" else "the launcher"
-        notes.append(f"the job was stopped from outside ({stop[0].file}:{stop[0].line}: "
+        notes.append(f"the job was stopped from outside ({job.place(stop[0])}: "
                      + (f"{who} received signal {sig} and shut its workers down" if sig is not None
                         else "Slurm cancelled it" + (" at its time limit" if "TIME LIMIT" in stop[0].text else ""))
                      + "): a preemption, a scheduler's time limit or cancel, an operator; not a failure of the job")
+    notes += restore_order(job, findings)  # (newest-first files: their own line numbers from here on)
     verdict, last = _verdict(job, findings)
     inputs = {
         "files": len(read),
@@ -316,7 +318,8 @@ def refresh_live(report: Report, live: Any, *, select=None, ignore=None,
     if _shapes(before) == _shapes(fresh):  # only wording moved ("no progress for 64 s"): same verdict
         verdict, last = report.verdict, report.last_rank_to_report
     else:
-        verdict, last = _verdict(job, findings)
+        notes += restore_order(job, findings)  # (newest-first files: their own line numbers from here on)
+    verdict, last = _verdict(job, findings)
     notes = list(dict.fromkeys(report.notes + notes))
     return dataclasses.replace(report, findings=findings, verdict=verdict, last_rank_to_report=last, notes=notes)
 

@@ -124,6 +124,13 @@ def decode(text: str) -> tuple[dict, str] | None:
     return _record(obj, text[1:], "json_record") if isinstance(obj, dict) else None
 
 
+def _shipped_line(obj: dict, msg: str) -> bool:
+    """A log shipper's record of a line a container wrote (docker's json-file "log", Fluent Bit's,
+    Vector's "message" with the "stream" it came from): the line as written, one word included
+    ("[1]:" heading torchrun's failure table), not a structured logger's event name."""
+    return obj.get("log") is msg or obj.get("stream") in ("stdout", "stderr")
+
+
 def _record(obj: dict, rest: str, name: str) -> tuple[dict, str] | None:
     """A decoded record's writer fields and text; ``rest``: what patterns read when its message is
     one word (the record's own keys, as a line would show them)."""
@@ -142,11 +149,13 @@ def _record(obj: dict, rest: str, name: str) -> tuple[dict, str] | None:
     ts = _lookup(obj, keys["time"], lambda v: _time(v) is not None)
     if ts is not None:
         fields["ts"] = _time(ts)
-    body = next((ln.strip() for ln in msg[:MAX_TEXT].splitlines() if ln.strip()), "")
+    # (indentation kept: a shipper's "log" field is the line as written, a traceback's frame or a
+    # failure table's row included)
+    body = next((ln.rstrip() for ln in msg[:MAX_TEXT].splitlines() if ln.strip()), "")
     level = _lookup(obj, keys["level"], _is_text)
     if level is not None and level.upper() in keys["error_levels"]:
         body = _last_line(_lookup(obj, keys["exception"], _last_line)) or (f"ERROR: {body}" if body else "")
-    elif " " not in body:
+    elif " " not in body and not _shipped_line(obj, msg):
         # One word is an event's name ('"event": "step", "iter": 12, "loss": 2.09'), not what it
         # says: the patterns read the object's own keys, as in a line (training.toml's JSON counter).
         body = rest

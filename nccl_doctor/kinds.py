@@ -163,6 +163,8 @@ KINDS: dict[str, str] = {
                           "the given group': a no-op for that rank, so the group's members wait for it",
     "py_thread_exception": "thread: Python's 'Exception in thread NAME:' heading a thread's traceback (info)",
     "traceback_start": "'Traceback (most recent call last):'",
+    "py_chain": "cause (set for 'from'): a chained exception's separator ('The above exception was the direct cause "
+    "of the following exception:', 'During handling of the above exception, another exception occurred:')",
     "torch_c10d_frame": "srcline, op: a traceback frame in torch.distributed's distributed_c10d.py ('File \".../"
     "distributed_c10d.py\", line 2753, in send'): the torch.distributed call the process raised in",
     "python_exception": "exc_type, msg: last line of a traceback 'RuntimeError: ...' (exc_type is dotted name)",

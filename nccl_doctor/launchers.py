@@ -29,6 +29,9 @@ _NOT_HOSTS = {"INFO", "WARNING", "ERROR", "DEBUG", "CRITICAL", "srun", "slurmste
 _COLLECTORS = frozenset({"k8s_timestamp", "kubectl_prefix", "ansi_remnant", "stern_pod", "journald", "compose_service",
                          "bracket_iso_time"})
 _DIGITS = re.compile(r"\d+")
+#: A Loki stream label ('pod="job-3-worker-0"'), and the labels that name a line's node, in order.
+_LABEL = re.compile(r'(\w{1,64})="([^"\n]{0,253})"')
+_NODE_LABELS = ("pod", "pod_name", "k8s_pod_name", "host", "hostname", "instance", "node_name", "node")
 _LOGFMT = re.compile(LOGFMT_START)
 _MIN_SHARE = {"srun_label": 0.6, "pdsh_host": 0.8, "mpich_rank": 0.9, "torchrun_template": 0.8,
               "worker_label": 0.6, "stern_pod": 0.8, "compose_service": 0.6, "grep_line": 0.8}
@@ -169,6 +172,11 @@ class LauncherStripper:
             fields.setdefault("hms", g["syshms"])
         if g.get("ip"):
             fields.setdefault("ip", g["ip"])
+        if g.get("labels"):  # Loki's stream labels: the pod, else the host, is the line's node
+            labels = dict(_LABEL.findall(g["labels"]))
+            node = next((labels[k] for k in _NODE_LABELS if labels.get(k)), None)
+            if node:
+                fields.setdefault("host", node[:253])
         if lc.name == "ray_actor":
             r = _RAY_RANK.search(g.get("actor") or "")
             if r:

@@ -101,6 +101,37 @@ class _Zstd(_Wrapper):
 
 
 
+#: A file whose lines run newest first (logcli's default order, a Grafana export) is read oldest first
+#: when it is at most this large (it is read whole to be turned round); a larger one is read as it is.
+REVERSE_MAX = 64 << 20
+#: The ISO date-time a line starts with (what newest-first exports start every line with).
+_ISO_LINE = re.compile(rb"^[ \t]{0,4}(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?)", re.M)
+
+
+def newest_first(head: bytes, tail: bytes) -> bool:
+    """A file's lines run newest first, judged on its first and last bytes: every line starts with an
+    ISO date-time, none is later than the line above it (a forward log of several interleaved writers
+    goes up most of the time), and the first is later than the last. (A sample may hold one second
+    only: logcli prints whole seconds.)"""
+    if _ISO_LINE.match(head) is None:
+        return False  # (most logs: a cheap no)
+    first = [m.group(1) + b" " + m.group(2) for m in _ISO_LINE.finditer(head)]
+    last = [m.group(1) + b" " + m.group(2) for m in _ISO_LINE.finditer(tail)][1:]  # (the first may be cut)
+    if len(first) < 10 or not last:
+        return False
+    up = sum(a < b for sample in (first, last) for a, b in zip(sample, sample[1:], strict=False))
+    return up == 0 and first[0] > last[-1]
+
+
+def oldest_first(data: bytes) -> tuple[bytes, int]:
+    """A newest-first file's bytes with its lines in the other order, and its number of lines: line
+    ``i`` of the result is line ``n + 1 - i`` of the file."""
+    lines = data.split(b"\n")
+    if lines and not lines[-1]:
+        lines.pop()
+    return b"\n".join(reversed(lines)) + b"\n", len(lines)
+
+
 class _UpTo(_Wrapper):
     """A plain file read only up to its size when opened: a log still being written (or a writer
     faster than us) must not keep the read going forever."""
@@ -112,6 +143,21 @@ class _UpTo(_Wrapper):
             self._left = os.fstat(raw.fileno()).st_size
         except OSError:
             self._left = None
+        self._size = self._left
+
+    def tail(self, n: int) -> bytes:
+        """The last ``n`` bytes of the file as it was when opened, read apart (the stream does not move)."""
+        if not self._size:
+            return b""
+        try:
+            return os.pread(self._raw.fileno(), min(n, self._size), max(0, self._size - n))
+        except OSError:
+            return b""
+
+    def peek(self, n: int) -> bytes:
+        """Up to ``n`` of the next bytes (at most the reader's buffer), without reading them."""
+        data = self._raw.peek(n)[:n]
+        return data if self._left is None else data[:self._left]
 
     def read(self, n: int = -1) -> bytes:
         if self._left is None:

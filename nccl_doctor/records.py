@@ -61,7 +61,7 @@ def split_glued(text: str) -> list[str]:
 
 _KV = re.compile(r"^\s+(\w{1,40})=(.{0,2000})$")
 _CFE_IDX = re.compile(r"^\s{0,4}\[(\d{1,7})\]:\s*$")
-_CFE_FIELD = re.compile(r"^\s+(time|host|rank|exitcode|error_file|traceback)\s*:\s?(.{0,2000})$")
+_CFE_FIELD = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s?(.{0,2000})$")
 _STALL_RANK = re.compile(r"^\s{0,8}\d{1,7}!?: \[")
 _CFE_ROOT = "Root Cause (first observed failure):"
 _CFE_FAIL = "Failures:"

@@ -7,6 +7,7 @@ parallel processes and only summaries travel back.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import time
@@ -20,7 +21,17 @@ from .events import Event
 from .jsonlog import RECORD_LAUNCHERS
 from .launchers import LauncherStripper, detect_modes, head_lines
 from .prefilter import HitLines, Prefilter
-from .reading import ReadIssue, clean_line, is_plain, iter_chunks, looks_binary, open_binary
+from .reading import (
+    REVERSE_MAX,
+    ReadIssue,
+    clean_line,
+    is_plain,
+    iter_chunks,
+    looks_binary,
+    newest_first,
+    oldest_first,
+    open_binary,
+)
 from .records import BLOCK_LITERALS, is_continuation, join_block, quotes_source, split_glued
 from .scan_events import make_event
 from .wrapped import SMALL_FILE, TerminalWrap, detect_width
@@ -29,6 +40,8 @@ from .writers import last_lines
 _RECORDS = frozenset(RECORD_LAUNCHERS)  # structured records: their text is not their line
 
 TAIL_BYTES = 256 << 10
+#: The first bytes looked at to tell a newest-first file (a reader's buffer: no extra read).
+_FLIP_HEAD = 8192
 #: The first bytes of a file that tell a document from a log (``Scanner.scan(f, documents=...)``).
 DOCUMENT_HEAD = 4096
 #: Repetitive line families, parsed only up to a cap per file (then counted, not parsed), plus
@@ -74,6 +87,9 @@ class FileScan:
     #: The file's first bytes look like a document (a flight-recorder dump, an ncclras JSON report):
     #: not scanned; the caller that asked (``scan(f, documents=...)``) reads it as one.
     document: bool = False
+    #: The file lists its lines newest first (see reading.newest_first) and was read oldest first: its
+    #: number of lines (event line ``i`` is the file's line ``n + 1 - i`` until model.order restores it).
+    flipped: int = 0
     capper: EventCap | None = None  # while scanning only
 
     @property
@@ -123,7 +139,11 @@ class Scanner:
                 out.mtime = os.stat(f.real).st_mtime if f.real != "-" else None
             except OSError:
                 out.mtime = None
-            self._scan_stream(fp, out, documents if is_plain(fp) else None)
+            stream = fp
+            if is_plain(fp) and f.size <= REVERSE_MAX and newest_first(fp.peek(_FLIP_HEAD), fp.tail(_FLIP_HEAD)):
+                data, out.flipped = oldest_first(fp.read())
+                stream = io.BytesIO(data)
+            self._scan_stream(stream, out, documents if stream is fp else None)
         except ReadIssue as exc:
             out.issue = str(exc)
         except OSError as exc:

@@ -134,8 +134,23 @@ def test_analyzer_line_by_line_equals_analyze_per_file(monkeypatch, log):
     assert live.report().to_dict() == nccl_doctor.analyze(str(log)).to_dict()
 
 
-REAL_RUNS = sorted(p.parent for p in (Path(__file__).resolve().parent.parent / "fixtures" / "realruns").glob(
-    "*/expected.json"))
+def _newest_first(run: Path) -> bool:
+    """A run handed over as a newest-first export (logcli's default): a static file, which the batch
+    reader turns round; watch reads files as they grow, oldest line first, and never sees one."""
+    from nccl_doctor.reading import newest_first
+
+    return any(newest_first(p.read_bytes()[:8192], p.read_bytes()[-8192:])
+               for p in run.rglob("*") if p.is_file() and p.name != "expected.json")
+
+
+REAL_RUNS = [p for p in sorted(p.parent for p in (Path(__file__).resolve().parent.parent / "fixtures" / "realruns").glob(
+    "*/expected.json")) if not _newest_first(p)]
+
+
+def test_some_real_runs_are_newest_first_exports_and_left_out_of_the_live_comparison():
+    runs = sorted(p.parent for p in (Path(__file__).resolve().parent.parent / "fixtures" / "realruns").glob(
+        "*/expected.json"))
+    assert 0 < len(runs) - len(REAL_RUNS) <= 4  # (t49's two logcli exports)
 
 
 @pytest.mark.parametrize("run", REAL_RUNS, ids=[p.name for p in REAL_RUNS])

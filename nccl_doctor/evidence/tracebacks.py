@@ -1,13 +1,15 @@
 """What surrounds a traceback: the logged line that heads it (``log.exception``'s message), a handler's
-words that it caught the exception and went on ("..., skipping", "retrying in 1.0s"), and where each
-traceback began in its file (evidence.failures reads these)."""
+words that it caught the exception and went on ("..., skipping", "retrying in 1.0s"), where each
+traceback began in its file, and the exception it was chained from ("The above exception was the
+direct cause ...": evidence.failures reads these)."""
 
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Iterator
+from operator import attrgetter
 
 from ..events import Event
 from ..model import JobModel
@@ -86,3 +88,62 @@ def frames_above(evs: list[Event], i: int, stop: frozenset[str]) -> Iterator[Eve
 def script_name(frame: Event) -> str:
     """The file name of a ``py_script_frame`` (``train.py``)."""
     return str(frame.get("path")).replace("\\", "/").rsplit("/", 1)[-1]
+
+
+#: Events that are part of a traceback but not its exception line.
+_NOT_EXCEPTION = frozenset(("traceback_start", "py_chain", "py_script_frame", "torch_c10d_frame"))
+#: How far above a traceback its chain's separator may be (blank lines, a launcher's empty prefix),
+#: and the exception above that separator.
+_SEPARATOR_GAP = 4
+_CAUSE_GAP = 400
+_LINE = attrgetter("line")
+
+
+@_per_job
+def _chained_files(job: JobModel) -> dict[str, list[Event]]:
+    """file -> its events in line order, for the files where a chain separator was read (none in most jobs)."""
+    files = {e.file for e in job.by_kind("py_chain")}
+    out: dict[str, list[Event]] = defaultdict(list)
+    if files:
+        for e in job.events:  # (sorted by place)
+            if e.file in files:
+                out[e.file].append(e)
+    return out
+
+
+def chained_from(job: JobModel, ev: Event) -> Event | None:
+    """The exception line that ``ev``'s (an exception line's) was chained from: a separator ("The above
+    exception was the direct cause of the following exception:", "During handling of the above
+    exception, another exception occurred:") right above the traceback it ends, and the last exception
+    line above that separator, of the same rank where ranks are known (their lines interleave)."""
+    evs = _chained_files(job).get(ev.file)
+    if not evs:
+        return None
+    mine = global_rank(job, ev)
+
+    def same(e: Event) -> bool:
+        return mine is None or global_rank(job, e) in (None, mine)
+
+    i = bisect_right(evs, ev.line, key=_LINE) - 1
+    start = next((e for e in reversed(evs[max(0, i - 200):i]) if e.kind == "traceback_start" and same(e)), None)
+    if start is None:
+        return None
+    j = bisect_left(evs, start.line, key=_LINE)
+    sep = next((e for e in reversed(evs[max(0, j - 8):j]) if e.kind == "py_chain" and same(e)
+                and start.line - e.line <= _SEPARATOR_GAP), None)
+    if sep is None:
+        return None
+    k = bisect_left(evs, sep.line, key=_LINE)
+    return next((e for e in reversed(evs[max(0, k - 200):k]) if e.kind not in _NOT_EXCEPTION and same(e)
+                 and sep.line - e.line <= _CAUSE_GAP), None)
+
+
+def chain_root(job: JobModel, ev: Event) -> Event:
+    """The first exception of the chain ``ev`` ends (``ev`` itself when it was chained from none)."""
+    root = ev
+    for _ in range(16):  # (bounded: a chain in a log is a few exceptions long)
+        cause = chained_from(job, root)
+        if cause is None or (cause.file, cause.line) >= (root.file, root.line):
+            break
+        root = cause
+    return root

@@ -115,6 +115,14 @@ class JobModel:
     #: The times of every step line read, sorted (None: not counted, read them from the events).
     #: Files keep only some of their step events (scanner caps, see eventcap); the times are all here.
     step_times: list[float] | None = None
+    #: file -> its number of lines, for files read in the other order than their lines run (newest
+    #: first: see model.order); emptied once their events carry the file's own line numbers.
+    flipped: dict[str, int] = field(default_factory=dict)
+
+    def place(self, ev: Event | LastLine) -> str:
+        """``file:line`` of an event as the file numbers its lines (what evidence quotes)."""
+        n = self.flipped.get(ev.file)
+        return f"{ev.file}:{n + 1 - ev.line if n else ev.line}"
 
     def kinds(self, prefix: str = "") -> list[str]:
         """The kinds of the job's events (those starting with ``prefix``), in order of first event."""
@@ -272,6 +280,7 @@ def build_job(events: list[Event], scans: list) -> JobModel:
     job = JobModel(ranks=ranks, events=sorted(events, key=by_place), ranks_expected=world,
                    hosts=hosts, rank_hosts={**table_hosts, **{r.rank: r.host for r in ranks if r.rank is not None and r.host}}, files=[s.path for s in scans], last_lines=last_by_file,
                    quiet={s.path: s.quiet for s in scans if getattr(s, "quiet", None)})
+    job.flipped = {s.path: s.flipped for s in scans if getattr(s, "flipped", 0)}
     if scans and all(getattr(s, "step_ts", None) is not None for s in scans):
         job.step_times = sorted(t for s in scans for t in s.step_ts if t == t)  # t != t: NaN, no time
     job.index = {}

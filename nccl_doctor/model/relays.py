@@ -1,5 +1,5 @@
 """Who wrote a line when its writer is told elsewhere: spawn's parent relaying a child's traceback,
-loguru's copy of an exception under its pid, the lines after head's or tail's "==> file <==" header,
+loguru's copy of an exception under its pid, a logged traceback under its error record, the lines after head's or tail's "==> file <==" header,
 and journald streams that relay several ranks (model/identity.py groups events with these)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import defaultdict
 
-from ..events import Event
+from ..events import Event, by_place
 from .links import table_pid_ranks
 
 
@@ -66,6 +66,39 @@ def loguru_relayed(events: list[Event]) -> None:
             ev.rank = relaying[1]
             if ev.kind not in _IN_TRACEBACK:  # the copy's exception line ends it
                 relaying = None
+
+
+def logged_tracebacks(events: list[Event]) -> None:
+    """``log.exception(...)`` / ``log.critical(..., exc_info=True)``: logging writes the record and the
+    traceback below it in one write, and the traceback carries no prefix of its own (torch's ``[rankN]:``
+    only reaches an uncaught exception). An error record naming its rank ("CRITICAL [rank1] train:
+    unrecoverable error") right above a traceback no prefix claims: that traceback, up to its exception
+    line, is the rank's (its own error or an echo, as its text says)."""
+    heads = {(ev.file, ev.line): rank for ev in events
+             if ev.kind == "log_error" and isinstance(rank := ev.rank if ev.rank is not None else ev.fields.get("rank"),
+                                                       int)}
+    if not heads:
+        return
+    files = {f for f, _line in heads}
+    relaying: tuple[str, int] | None = None
+    for ev in sorted((ev for ev in events if ev.file in files), key=by_place):
+        named = ev.rank is not None or ev.local_rank is not None or ev.pid is not None
+        if ev.kind == "traceback_start":
+            relaying = None
+            if not named:
+                rank = next((heads[(ev.file, ev.line - k)] for k in (1, 2, 3) if (ev.file, ev.line - k) in heads), None)
+                if rank is not None:
+                    relaying = (ev.file, rank)
+                    ev.rank = rank
+            continue
+        if relaying is None:
+            continue
+        if ev.file != relaying[0] or named:
+            relaying = None
+            continue
+        ev.rank = relaying[1]
+        if ev.kind not in _IN_TRACEBACK:  # its exception line ends it
+            relaying = None
 
 
 def headed_sources(events: list[Event]) -> None:

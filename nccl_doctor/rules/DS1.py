@@ -147,7 +147,7 @@ def _deadlock(job: JobModel, rule: Rule, ds_lines: list[Event], versions: list, 
     if other:
         # Something else failed on its own (OOM, Xid, IB error...): that is the likelier cause.
         severity, confidence = "warning", "low"
-        summary += f"; but {other[0].kind} at {other[0].where} is a likelier cause of the hang"
+        summary += f"; but {other[0].kind} at {job.place(other[0])} is a likelier cause of the hang"
     elif old_ds and not second_pg:
         confidence = "low"
     evidence = (job.by_kind("ds_version")[:1] + job.by_kind("ds_init_backend")[:1] + second_pg[:1]
