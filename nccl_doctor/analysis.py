@@ -21,7 +21,7 @@ from .evidence.status import assign_statuses
 from .findings import Finding, Severity
 from .model import JobModel, build_job
 from .model.order import restore as restore_order
-from .model.runs import split_runs
+from .model.runs import earlier_runs_in_files, split_runs
 from .rasjson import split_ras_json
 from .scan_events import fix_years
 from .scanner import FileScan, Scanner
@@ -244,6 +244,7 @@ def analyze_scans(scans: list[FileScan], skipped: list[Skipped], *, select=None,
         reasons = "; ".join(f"{s.path}: {s.reason}" for s in skipped[:3]) or "no files found"
         raise InputError(f"nothing to analyse ({reasons})")
     read, earlier = split_runs(read)  # a folder holding an earlier run too: the latest one is analysed
+    appended = earlier_runs_in_files(read)  # a file a later run was appended to: its latest run
     events = [e for s in read for e in s.events] + list(extra_events or [])
     nothing = None if events else nothing_recognised(read, skipped)
     fix_years(events, _years(read, extra_events or []), read)
@@ -255,6 +256,7 @@ def analyze_scans(scans: list[FileScan], skipped: list[Skipped], *, select=None,
         seen, world = job.coverage() or (0, 0)
         notes.insert(0, f"the logs cover {seen:,} of {world:,} ranks: they are partial, so the {world - seen:,} "
                         "ranks without a line are not named as missing")
+    notes[:0] = appended
     if earlier:
         names = ", ".join(s.path for s in earlier[:3]) + (f" and {len(earlier) - 3} more" if len(earlier) > 3 else "")
         notes.insert(0, f"these files hold more than one run of the job: the latest is analysed, and "
@@ -262,12 +264,8 @@ def analyze_scans(scans: list[FileScan], skipped: list[Skipped], *, select=None,
                         "how they ended")
     stop = stopped_from_outside(job)
     if stop:
-        sig = stop[0].get("sig") if stop[0].kind in ("elastic_death_signal", "launcher_signalled") else None
-        who = "torchrun" if stop[0].kind == "elastic_death_signal" else "the launcher"
-        notes.append(f"the job was stopped from outside ({job.place(stop[0])}: "
-                     + (f"{who} received signal {sig} and shut its workers down" if sig is not None
-                        else "Slurm cancelled it" + (" at its time limit" if "TIME LIMIT" in stop[0].text else ""))
-                     + "): a preemption, a scheduler's time limit or cancel, an operator; not a failure of the job")
+        notes.append(f"the job was stopped from outside ({job.place(stop[0])}: {_how_stopped(stop[0])}): a "
+                     "preemption, a scheduler's time limit or cancel, an operator; not a failure of the job")
     notes += restore_order(job, findings)  # (newest-first files: their own line numbers from here on)
     verdict, last = _verdict(job, findings)
     inputs = {
@@ -281,6 +279,18 @@ def analyze_scans(scans: list[FileScan], skipped: list[Skipped], *, select=None,
         notes = [nothing, *notes]
     return Report(job=job, findings=findings, verdict=verdict, last_rank_to_report=last, inputs=inputs, notes=notes,
                   nothing_found=nothing)
+
+
+def _how_stopped(ev: Event) -> str:
+    """What the line that says the job was stopped from outside says (the report's note)."""
+    if ev.kind == "shell_job_died":
+        return (f"the job script's shell reports the launcher it ran (pid {ev.get('pid')}) killed, SIGKILL; its "
+                "workers were left orphaned")
+    sig = ev.get("sig") if ev.kind in ("elastic_death_signal", "launcher_signalled") else None
+    if sig is not None:
+        who = "torchrun" if ev.kind == "elastic_death_signal" else "the launcher"
+        return f"{who} received signal {sig} and shut its workers down"
+    return "Slurm cancelled it" + (" at its time limit" if "TIME LIMIT" in ev.text else "")
 
 
 def plural_files(n: int) -> str:

@@ -27,14 +27,17 @@ _NOT_HOSTS = {"INFO", "WARNING", "ERROR", "DEBUG", "CRITICAL", "srun", "slurmste
               "step", "Step", "STEP", "epoch", "Epoch", "iter", "Iter", "iteration", "Iteration", "loss", "Loss"}
 #: Prefixes added by log collectors outside every launcher: ambiguous launcher prefixes may follow them.
 _COLLECTORS = frozenset({"k8s_timestamp", "kubectl_prefix", "ansi_remnant", "stern_pod", "journald", "compose_service",
-                         "bracket_iso_time"})
+                         "bracket_iso_time", "loki_labels", "shell_time", "bracket_node"})
 _DIGITS = re.compile(r"\d+")
 #: A Loki stream label ('pod="job-3-worker-0"'), and the labels that name a line's node, in order.
 _LABEL = re.compile(r'(\w{1,64})="([^"\n]{0,253})"')
 _NODE_LABELS = ("pod", "pod_name", "k8s_pod_name", "host", "hostname", "instance", "node_name", "node")
 _LOGFMT = re.compile(LOGFMT_START)
 _MIN_SHARE = {"srun_label": 0.6, "pdsh_host": 0.8, "mpich_rank": 0.9, "torchrun_template": 0.8,
-              "worker_label": 0.6, "stern_pod": 0.8, "compose_service": 0.6, "grep_line": 0.8}
+              "worker_label": 0.6, "stern_pod": 0.8, "compose_service": 0.6, "grep_line": 0.8, "shell_time": 0.9,
+              "bracket_node": 0.8}
+#: Ambiguous prefixes whose share is counted on the lines as written, not on what the others leave.
+_ON_RAW_LINES = frozenset(("shell_time",))
 #: An unlabelled NCCL line proves that the stream is not labelled by the launcher.
 _BARE_NCCL = re.compile(r"^[\w.-]{1,253}:\d{1,10}:\d{1,10} \[\d{1,4}\] (?:NCCL )?(?:INFO|WARN)")
 
@@ -202,9 +205,12 @@ def detect_modes(sample_lines: list[str], launchers: tuple[Launcher, ...] | None
             continue
         hits = 0
         values: set[str] = set()
+        names: set[str] = set()
         containers: set[str] = set()
-        for ln in stripped:
-            m = lc.regex.match(ln)
+        for raw, ln in zip(lines, stripped, strict=False):
+            # (a shell's time before every line is judged on the lines as written: a time-and-rank
+            # prefix that a line starts with takes its time along when stripped)
+            m = lc.regex.match(raw if lc.name in _ON_RAW_LINES else ln)
             if m:
                 val = m.group(1) or ""
                 if lc.name == "pdsh_host" and val in _NOT_HOSTS:
@@ -217,9 +223,11 @@ def detect_modes(sample_lines: list[str], launchers: tuple[Launcher, ...] | None
                 # pdsh's host names share a shape (dgx-h100-43, dgx-h100-50: "dgx-h0-0"); a
                 # 128-node job shows 128 hosts in its first lines, words before a colon do not.
                 values.add(_DIGITS.sub("0", val))
+                names.add(val)
         if hits >= _MIN_SHARE[lc.name] * len(stripped) and \
                 (lc.name not in ("pdsh_host", "stern_pod") or len(values) <= max(1, hits // 3)) and \
-                (lc.name != "stern_pod" or len(containers) <= 3):
+                (lc.name != "stern_pod" or len(containers) <= 3) and \
+                (lc.name != "bracket_node" or len(names) >= 2):  # (one tag on every line: a program's own)
             modes.add(lc.name)
     if "srun_label" in modes:
         modes.discard("pdsh_host")

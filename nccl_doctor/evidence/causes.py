@@ -262,7 +262,10 @@ def _classify_exit(ev: Event, job_timed_out: bool) -> tuple[str, str] | None:
         by = "docker" if get("container") else "systemd"
         return "exit", f"exit code {code}{f' ({sig})' if sig else ''}, as {by} reports for {who}"
     if k == "shell_job_died":
-        return "exit", f"{get('what')} ({get('sig')}; pid {get('pid')}, as the shell that started it reports; which rank it does not say)"
+        signum = int_in(get("signum"))
+        what, sig = (get("what"), get("sig")) if signum is None else (f"terminated by signal {signum}", _signal_of(-signum))
+        pid = f"; pid {get('pid')}" if get("pid") is not None else ""
+        return "exit", f"{what} ({sig}{pid}, as the shell that started it reports; which rank it does not say)"
     if k == "ray_worker_died":
         how = str(get("exit_type") or "").strip()
         return "exit", f"its worker process died (Ray{': ' + how if how else ''}; which one Ray's line does not say)"

@@ -51,7 +51,7 @@ from .facts import (
     writer,
 )
 from .orphans import name_the_erring_child, pair_loose_traceback
-from .outside import agent_signals
+from .outside import agent_signals, launcher_killed
 from .rendezvous import is_wrapper_echo, node_name, store_client_rank, store_not_joined, unreachable
 from .timeouts import timed_out_states, timeouts_by_pg, watchdog_kills
 from .tracebacks import CARRIES_ON, caught, chain_root, heads_traceback
@@ -271,6 +271,8 @@ def failures(job: JobModel) -> list[Failure]:
         if ev.kind == "python_exception" and caught(job, ev):
             handled.append(ev)  # logged under "..., skipping" / "retrying": caught, and the process went on
             continue
+        if ev.kind == "shell_job_died" and any(ev is k for k in launcher_killed(job)):
+            continue  # the launcher the job script ran was killed from outside: no rank's failure
         if ev.kind == "python_exception" and _chained_to_echo(job, ev, job_timed_out, timed):
             continue  # raised from (or while handling) an echo ("raise StepFailed(...) from exc"): one too
         cls = classify(ev, job_timed_out, st is not None and id(st) in timed) or outside_sigterm(job, ev) \

@@ -35,6 +35,9 @@ def stopped_from_outside(job: JobModel) -> list[Event]:
     launcher = job.by_kind("launcher_signalled")
     if launcher:
         return launcher[:2]
+    killed = launcher_killed(job)
+    if killed:
+        return killed[:2]
     # (a step cancel right after srun's own "_step_signal: Terminating" is srun's kill-on-bad-exit)
     by_srun = {e.file: e.line for e in job.by_kind("slurm_step_stop") if e.get("by_srun")}
     return [e for e in job.by_kind("slurm_cancel") if not (e.file in by_srun and by_srun[e.file] < e.line)][:2]
@@ -43,3 +46,16 @@ def stopped_from_outside(job: JobModel) -> list[Event]:
 def interrupted(job: JobModel) -> bool:
     """A stop signal reached the processes (KeyboardInterrupt, SignalException, SystemExit raised)."""
     return any(str(e.get("exc_type") or "").endswith(STOP_TYPES) for e in job.by_kind("python_exception"))
+
+
+@_per_job
+def launcher_killed(job: JobModel) -> list[Event]:
+    """The job script's shell reporting that the command it ran was killed ("job.sh: line 14: 25940
+    Killed "$@""), where that process was no rank (no rank has its pid) and no rank wrote an error,
+    timed out or lost a peer: the launcher itself was killed from outside (an operator's kill -9),
+    its workers orphaned (hung, or training on). Not a failure of any rank."""
+    reports = [e for e in job.by_kind("shell_job_died") if e.get("sig") == "SIGKILL" and e.get("pid") is not None]
+    if not reports or any(r.errors or r.timeouts for r in job.ranks):
+        return []
+    pids = {r.pid for r in job.ranks if r.pid is not None}
+    return [e for e in reports if e.get("pid") not in pids]

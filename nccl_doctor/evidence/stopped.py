@@ -25,7 +25,7 @@ from .causes import _PEER_GONE
 from .facts import _per_job, plural
 from .failures import failures
 from .launcher_facts import progress_key, progress_text
-from .outside import STOP_TYPES, interrupted, stopped_from_outside
+from .outside import STOP_TYPES, interrupted, launcher_killed, stopped_from_outside
 from .stacks import in_collective, own_dump, where
 from .timeouts import timeouts_by_pg, watchdog_kills
 from .tracebacks import frames_above, script_name
@@ -112,11 +112,15 @@ STALL_STEPS = 3
 
 def _stalled(job: JobModel) -> bool | None:
     """True when the dated step lines stopped well before the logs' end (the stop), False when they ran
-    up to it, None when the step lines carry no time."""
+    up to it, None when the step lines carry no time. A launcher killed from outside (``outside.
+    launcher_killed``: an operator's kill -9, not a scheduler's preemption) whose shell's line has no
+    time is never said to have come right after the last step: None then too."""
     times = sorted(e.ts for e in job.by_kind("train_step") if e.ts is not None)
     if len(times) < 3:
         return None
     ends = [e.ts for e in job.events if e.ts is not None]
+    if max(ends) <= times[-1] and launcher_killed(job):
+        return None
     gaps = [b - a for a, b in zip(times, times[1:], strict=False) if b > a]
     interval = sorted(gaps)[len(gaps) // 2] if gaps else 0.0
     return max(ends) - times[-1] >= max(STALL_S, STALL_STEPS * interval)

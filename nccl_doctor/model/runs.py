@@ -107,3 +107,47 @@ def split_runs(scans: list) -> tuple[list, list]:
     dropped = [s for r in earlier for s in r.scans]
     keep = {id(s) for s in dropped}
     return [s for s in scans if id(s) not in keep], dropped
+
+
+#: Progress a rank prints only while its run is alive (a new run's banner, its steps).
+_PROGRESS = frozenset(("rank_world", "train_step"))
+
+
+def earlier_runs_in_files(scans: list) -> list[str]:
+    """A file that a later run of the job was appended to (``nohup.out``, ``>> train.log``, a job
+    script run again): torchrun prints its failure table as it exits, and the workers it lists are
+    gone by then; when one of them prints progress again further down (its banner, a step), a new
+    run started there. The lines up to the last such table are earlier runs': left out (the report
+    names them). Files of several nodes appended together (``tee -a``) are not cut: a node's table
+    lists only its own workers, and those never speak after it."""
+    notes = []
+    for s in scans:
+        if "elastic_cfe" not in set(map(_KIND, s.events)):  # (C-level: most files hold no failure table)
+            continue
+        cut = _last_rerun(s.events)
+        if cut:
+            s.events = [e for e in s.events if e.line > cut]
+            notes.append(f"{s.path} holds more than one run of the job (a later run was appended to it): its lines up "
+                         f"to {cut} (through the failure table that ended one) are earlier runs', left out; the latest "
+                         "run is analysed")
+    return notes
+
+
+def _last_rerun(events: list) -> int:
+    """The line ending the last failure table after which a worker it lists prints progress again (0: none)."""
+    tables: list[tuple[int, set]] = []  # (the line ending it, the global ranks it lists)
+    rows: set = set()
+    for e in events:
+        if e.kind != "elastic_cfe":
+            continue
+        rank = e.fields.get("rank")
+        if isinstance(rank, int):
+            rows.add(rank)
+        if e.fields.get("root_cause"):  # (the root cause closes a table: torchrun prints it last)
+            tables.append((e.line, rows))
+            rows = set()
+    cut = 0
+    for last, ranks in tables:
+        if ranks and any(e.kind in _PROGRESS and e.line > last and e.rank in ranks for e in events):
+            cut = last
+    return cut
