@@ -132,6 +132,15 @@ def oldest_first(data: bytes) -> tuple[bytes, int]:
     return b"\n".join(reversed(lines)) + b"\n", len(lines)
 
 
+def oldest_first_stream(fp: BinaryIO, size: int, probe: int = 8192) -> tuple[BinaryIO, int]:
+    """The stream to scan a plain file from, and 0; or, for a newest-first file of at most REVERSE_MAX
+    bytes, its lines turned round in memory and its number of lines (see ``newest_first``)."""
+    if not is_plain(fp) or size > REVERSE_MAX or not newest_first(fp.peek(probe), fp.tail(probe)):
+        return fp, 0
+    data, n = oldest_first(fp.read())
+    return io.BytesIO(data), n
+
+
 class _UpTo(_Wrapper):
     """A plain file read only up to its size when opened: a log still being written (or a writer
     faster than us) must not keep the read going forever."""

@@ -7,7 +7,6 @@ parallel processes and only summaries travel back.
 
 from __future__ import annotations
 
-import io
 import os
 import re
 import time
@@ -22,14 +21,11 @@ from .jsonlog import RECORD_LAUNCHERS
 from .launchers import LauncherStripper, detect_modes, head_lines
 from .prefilter import HitLines, Prefilter
 from .reading import (
-    REVERSE_MAX,
     ReadIssue,
     clean_line,
-    is_plain,
     iter_chunks,
     looks_binary,
-    newest_first,
-    oldest_first,
+    oldest_first_stream,
     open_binary,
 )
 from .records import BLOCK_LITERALS, is_continuation, join_block, quotes_source, split_glued
@@ -40,8 +36,6 @@ from .writers import last_lines
 _RECORDS = frozenset(RECORD_LAUNCHERS)  # structured records: their text is not their line
 
 TAIL_BYTES = 256 << 10
-#: The first bytes looked at to tell a newest-first file (a reader's buffer: no extra read).
-_FLIP_HEAD = 8192
 #: The first bytes of a file that tell a document from a log (``Scanner.scan(f, documents=...)``).
 DOCUMENT_HEAD = 4096
 #: Repetitive line families, parsed only up to a cap per file (then counted, not parsed), plus
@@ -139,10 +133,7 @@ class Scanner:
                 out.mtime = os.stat(f.real).st_mtime if f.real != "-" else None
             except OSError:
                 out.mtime = None
-            stream = fp
-            if is_plain(fp) and f.size <= REVERSE_MAX and newest_first(fp.peek(_FLIP_HEAD), fp.tail(_FLIP_HEAD)):
-                data, out.flipped = oldest_first(fp.read())
-                stream = io.BytesIO(data)
+            stream, out.flipped = oldest_first_stream(fp, f.size)  # (a newest-first export: turned round)
             self._scan_stream(stream, out, documents if stream is fp else None)
         except ReadIssue as exc:
             out.issue = str(exc)

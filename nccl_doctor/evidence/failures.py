@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from ..events import Event
 from ..model import JobModel, RankState
-from ..model.job import ERROR_KINDS, TIMEOUT_KINDS
+from ..model.job import ERROR_KINDS
 from .causes import _PEER_GONE, _REPORTS, CAUSE_KINDS, NETWORK_KINDS, classify
 from .dumps import dump_facts
 from .exits import (
@@ -54,7 +54,7 @@ from .orphans import name_the_erring_child, pair_loose_traceback
 from .outside import agent_signals, launcher_killed
 from .rendezvous import is_wrapper_echo, node_name, store_client_rank, store_not_joined, unreachable
 from .timeouts import timed_out_states, timeouts_by_pg, watchdog_kills
-from .tracebacks import CARRIES_ON, caught, chain_root, heads_traceback
+from .tracebacks import CARRIES_ON, caught, chained_to_echo, heads_traceback, ran_past
 
 #: Which of a rank's error lines describes its failure best (lower is more specific).
 _SPECIFIC = {"cuda_oom": 0, "cuda_error": 0, "nccl_cuda_fail": 0, "nccl_alloc_fail": 0, "nccl_shm": 0,
@@ -273,7 +273,7 @@ def failures(job: JobModel) -> list[Failure]:
             continue
         if ev.kind == "shell_job_died" and any(ev is k for k in launcher_killed(job)):
             continue  # the launcher the job script ran was killed from outside: no rank's failure
-        if ev.kind == "python_exception" and _chained_to_echo(job, ev, job_timed_out, timed):
+        if ev.kind == "python_exception" and chained_to_echo(job, ev, job_timed_out, timed):
             continue  # raised from (or while handling) an echo ("raise StepFailed(...) from exc"): one too
         cls = classify(ev, job_timed_out, st is not None and id(st) in timed) or outside_sigterm(job, ev) \
             or srun_first_kill(job, ev) or store_not_joined(job, ev)
@@ -312,7 +312,7 @@ def failures(job: JobModel) -> list[Failure]:
     if not (job_timed_out or echo[0] or job.by_kind(*_REPORTS)):
         # A logged error in a job where nothing else went wrong (no peer lost it, nothing timed out,
         # no launcher reported a failed exit): the job ran on; it is no failure of the job's
-        out = [f for f in out if not all(e.kind == "log_error" for e in f.events) and not _unowned_in_a_job_that_ran_on(job, f)]
+        out = [f for f in out if not all(e.kind == "log_error" for e in f.events) and not ran_past(job, f)]
     if not any(not f.exit_only for f in out):
         out += _lone_timeout(job)
     out += _signalled_agents(job)
@@ -352,35 +352,6 @@ def _progress_by_file(job: JobModel) -> dict[str, list[Event]]:
     for e in job.by_kind("train_step", "elastic_restart", "elastic_rdzv"):
         out[e.file].append(e)
     return out
-
-
-def _unowned_in_a_job_that_ran_on(job: JobModel, f: Failure) -> bool:
-    """A traceback no process claims (printed by the script's own handler: ``traceback.print_exc()``,
-    no rank prefix), in a job where nothing else went wrong (no launcher reported a failed exit, no
-    rank timed out or lost a peer) and whose ranks (two or more) all reached the same last step: had
-    it ended one of them, that rank would have stopped short. It was caught, and the job ran on."""
-    if f.rank is not None or f.state is not None or f.label is not None \
-            or any(e.kind != "python_exception" for e in f.events):
-        return False
-    last: dict[int, int] = {}
-    for e in job.by_kind("train_step"):
-        step = e.get("step")
-        if e.rank is not None and isinstance(step, int):
-            last[e.rank] = max(step, last.get(e.rank, step))
-    return len(last) >= 2 and len(set(last.values())) == 1
-
-
-def _chained_to_echo(job: JobModel, ev: Event, job_timed_out: bool, timed: set) -> bool:
-    """The first exception of the chain ``ev`` ends is an echo (a peer closed the connection, a
-    timeout): what the rank raised from it, or while handling it, follows from it too."""
-    root = chain_root(job, ev)
-    if root is ev or root.kind not in _ERROR_OR_TIMEOUT:
-        return False
-    st = owner(job, root)
-    return classify(root, job_timed_out, st is not None and id(st) in timed) is None
-
-
-_ERROR_OR_TIMEOUT = ERROR_KINDS | TIMEOUT_KINDS
 
 
 def _recovered(job: JobModel, f: Failure) -> bool:

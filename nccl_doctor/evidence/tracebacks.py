@@ -13,7 +13,9 @@ from operator import attrgetter
 
 from ..events import Event
 from ..model import JobModel
-from .facts import _per_job, global_rank
+from ..model.job import ERROR_KINDS, TIMEOUT_KINDS
+from .causes import classify
+from .facts import _per_job, global_rank, owner
 
 
 def heads_traceback(job: JobModel, ev: Event) -> bool:
@@ -147,3 +149,32 @@ def chain_root(job: JobModel, ev: Event) -> Event:
             break
         root = cause
     return root
+
+
+def ran_past(job: JobModel, f) -> bool:
+    """A traceback no process claims (printed by the script's own handler: ``traceback.print_exc()``,
+    no rank prefix), in a job where nothing else went wrong (no launcher reported a failed exit, no
+    rank timed out or lost a peer) and whose ranks (two or more) all reached the same last step: had
+    it ended one of them, that rank would have stopped short. It was caught, and the job ran on."""
+    if f.rank is not None or f.state is not None or f.label is not None \
+            or any(e.kind != "python_exception" for e in f.events):
+        return False
+    last: dict[int, int] = {}
+    for e in job.by_kind("train_step"):
+        step = e.get("step")
+        if e.rank is not None and isinstance(step, int):
+            last[e.rank] = max(step, last.get(e.rank, step))
+    return len(last) >= 2 and len(set(last.values())) == 1
+
+
+def chained_to_echo(job: JobModel, ev: Event, job_timed_out: bool, timed: set) -> bool:
+    """The first exception of the chain ``ev`` ends is an echo (a peer closed the connection, a
+    timeout): what the rank raised from it, or while handling it, follows from it too."""
+    root = chain_root(job, ev)
+    if root is ev or root.kind not in _ERROR_OR_TIMEOUT:
+        return False
+    st = owner(job, root)
+    return classify(root, job_timed_out, st is not None and id(st) in timed) is None
+
+
+_ERROR_OR_TIMEOUT = ERROR_KINDS | TIMEOUT_KINDS
