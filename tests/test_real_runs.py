@@ -44,6 +44,13 @@ KNOWN_WRONG = {
                                                "nothing says the job was stopped (the launcher was SIGKILLed by its job "
                                                "script): a log that just ends could be a copy of a job still running, so a "
                                                "one-step lag names nobody",
+    "t54_nocheck_ddp_w4_logging_redirect": "every rank logs the same all-reduced 'NaN loss detected at step 14 (mean "
+                                           "loss nan)' and nothing local is printed: it reads exactly as t17_nan_all (every "
+                                           "replica's batch bad: all ranks are the culprit) although here one rank's inf "
+                                           "was spread by the all-reduce; the logs cannot tell the two apart",
+    "t54_scaler_min_r2_w3_logdirq": "every step overflows on every rank and rank 0 raises 'loss scale reached minimum'; "
+                                    "the one clue is rank 2's own file's header checksum warning at the step the "
+                                    "overflows start, which is no numeric sign (an expert's inference)",
     "t27_src_r1_w3_detail_split": "ranks 0 and 1 both timed out sending in one broadcast (two roots); rank 0 is "
                                   "the job's established root (its earlier broadcast): not reasoned about",
 }

@@ -50,6 +50,7 @@ from .facts import (
     owner,
     writer,
 )
+from .numerics import numeric_spread, spread_what
 from .orphans import name_the_erring_child, pair_loose_traceback
 from .outside import agent_signals, launcher_killed
 from .rendezvous import is_wrapper_echo, node_name, store_client_rank, store_not_joined, unreachable
@@ -334,6 +335,7 @@ def failures(job: JobModel) -> list[Failure]:
                 and any(writer(job, e, line_key) in net_writers for e in f.events):
             f.category = "network"
     out += _handled_failures(job, handled, out)
+    out = _spread(job, out)
     if not out:
         out += _exits_together(job)
     files = {p: i for i, p in enumerate(job.files)}
@@ -343,6 +345,24 @@ def failures(job: JobModel) -> list[Failure]:
         return f.ts if f.ts is not None else dated_after(job, f.events[0])
     return sorted(out, key=lambda f: (f.exit_only, when(f) is None, when(f) or 0.0,
                                       files.get(f.events[0].file, 0), f.events[0].line))
+
+
+def _spread(job: JobModel, out: list[Failure]) -> list[Failure]:
+    """Ranks failing alike on a non-finite value (see numerics): one failure, the source rank's (its
+    first signs as evidence). When nothing tells whose value it was, the failures stay as they are:
+    every rank's own data may have been bad as well (every replica's batch holding an inf)."""
+    own = {f.rank: f for f in out if f.rank is not None and not f.exit_only and f.category != "network"}
+    spread = numeric_spread(job, {r: f.what for r, f in own.items()})
+    if spread is None or spread.source is None:
+        return out
+    echo = {id(f) for f in own.values()}
+    rest = [f for f in out if id(f) not in echo and not (f.exit_only and f.rank in own)]
+    first = min(own.values(), key=lambda f: (f.ts is None, f.ts or 0.0, f.events[0].line))
+    src = own.get(spread.source)
+    st = job.known_ranks().get(spread.source)
+    return [Failure(rank=spread.source, state=st, host=src.host if src else (st.host if st else None),
+                    category="exception", what=spread_what(spread),
+                    events=[*spread.events, *(src.events[:1] if src else first.events[:1])])] + rest
 
 
 @_per_job

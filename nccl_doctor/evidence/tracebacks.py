@@ -26,9 +26,22 @@ def heads_traceback(job: JobModel, ev: Event) -> bool:
     for k in (1, 2, 3):
         tb = starts.get((ev.file, ev.line + k))
         if tb is not None:
+            if k > 1 and _event_lines(job).get(ev.file, set()).intersection(range(ev.line + 1, ev.line + k)):
+                return False  # another record between them (torchrun's "failed" line above its own traceback)
             theirs = global_rank(job, tb)
             return theirs is None or theirs == mine  # (another rank's traceback in a shared console: no)
     return False
+
+
+@_per_job
+def _event_lines(job: JobModel) -> dict[str, set[int]]:
+    """file -> the lines of its events, for the files where a traceback starts."""
+    files = {e.file for e in job.by_kind("traceback_start")}
+    out: dict[str, set[int]] = defaultdict(set)
+    for e in job.events:
+        if e.file in files:
+            out[e.file].add(e.line)
+    return out
 
 
 #: What a handler logs above a traceback it caught and went on from ("failed to decode sample 7, skipping",

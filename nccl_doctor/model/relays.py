@@ -86,7 +86,7 @@ def logged_tracebacks(events: list[Event]) -> None:
         if ev.kind == "traceback_start":
             relaying = None
             if not named:
-                rank = next((heads[(ev.file, ev.line - k)] for k in (1, 2, 3) if (ev.file, ev.line - k) in heads), None)
+                rank = heads.get((ev.file, ev.line - 1))  # (one write: the record, then its traceback)
                 if rank is not None:
                     relaying = (ev.file, rank)
                     ev.rank = rank

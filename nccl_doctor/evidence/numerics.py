@@ -1,0 +1,95 @@
+"""A non-finite value spread by the collectives (the catalogue's "rank failed first" seen through an
+all-reduce): every rank fails alike at once (a NaN loss, NaN weights, a non-finite gradient norm)
+because the gradient all-reduce averaged one rank's NaN/inf into everyone's. Those failures echo one
+value; the rank it came from is the one whose own numbers went bad first: its loss non-finite, or
+far off the others', at a step where theirs were fine, or its own warning (a script's check, numpy's
+RuntimeWarning, a local overflow) that no other rank printed. When nothing singles a rank out the
+failures are left as they are: every rank failing alike reads the same whether one rank's value was
+spread or every rank's own data was bad."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+
+from ..events import Event
+from ..model import JobModel
+from .facts import fmt_ranks, global_rank
+
+#: A failure about a non-finite value.
+NUMERIC = re.compile(r"(?i)\bnan\b|\binf\b|non-?finite|not finite|overflow|loss scale reached minimum")
+#: A step line's loss ("loss 2.3204", "loss: nan", "loss=inf").
+_LOSS = re.compile(r"(?i)\bloss[:=]? {0,3}(?P<v>[-+]?(?:nan|inf|\d{1,30}(?:\.\d{1,30})?(?:e[-+]?\d{1,3})?))(?![\w.])")
+#: A loss this many times the other ranks' (their median) at the same step is off.
+FAR = 10.0
+
+
+@dataclass(slots=True)
+class Spread:
+    """The ranks that failed alike on a non-finite value; where it came from (None: not told)."""
+
+    failed: list[int]
+    source: int | None
+    events: list[Event]  # the source's first signs
+    what: str
+
+
+def numeric_spread(job: JobModel, failed: dict[int, str]) -> Spread | None:
+    """``failed``: rank -> what its own (non-echo) failure was. None unless two ranks or more all
+    failed on a non-finite value."""
+    if len(failed) < 2 or not all(NUMERIC.search(what) for what in failed.values()):
+        return None
+    first: dict[int, tuple[float, int, list[Event], str]] = {}  # rank -> (step or inf, order, signs, why)
+    for r, (step, e, why) in _off_losses(job).items():
+        first[r] = (step, 0, [e], why)
+    warned: dict[int, list[Event]] = defaultdict(list)
+    for e in job.by_kind("numeric_warning"):
+        r = global_rank(job, e)
+        if r is not None:
+            warned[r].append(e)
+    if len(warned) == 1:  # a warning only one rank printed (the others ran the same code)
+        (r, evs), = warned.items()
+        if r not in first:
+            first[r] = (math.inf, 1, evs[:2], f"its own warning, which no other rank printed: {evs[0].text[:160]}")
+    ranks = sorted(failed)
+    if not first:
+        return Spread(ranks, None, [], "")
+    best = min(first.values(), key=lambda v: v[:2])
+    sources = [r for r, v in first.items() if v[:2] == best[:2]]
+    if len(sources) != 1:
+        return Spread(ranks, None, [], "")
+    return Spread(ranks, sources[0], best[2], best[3])
+
+
+def _off_losses(job: JobModel) -> dict[int, tuple[int, Event, str]]:
+    """rank -> (the first step where its loss was non-finite or FAR off while another rank's was fine
+    there, that step line, why)."""
+    by_step: dict[int, dict[int, tuple[float, Event]]] = defaultdict(dict)
+    for e in job.by_kind("train_step"):
+        r, step = global_rank(job, e), e.get("step")
+        m = _LOSS.search(e.text) if isinstance(step, int) and r is not None else None
+        if m is not None:
+            by_step[step].setdefault(r, (float(m.group("v")), e))
+    out: dict[int, tuple[int, Event, str]] = {}
+    for step in sorted(by_step):
+        row = by_step[step]
+        for r, (v, e) in row.items():
+            fine = sorted(abs(w) for q, (w, _e) in row.items() if q != r and math.isfinite(w))
+            if r in out or not fine:
+                continue
+            usual = fine[len(fine) // 2]
+            if not math.isfinite(v):
+                out[r] = (step, e, f"its loss was {e.text.split('loss', 1)[1].split()[0].strip(':=')} at step {step} "
+                                   f"while {'another rank' if len(fine) == 1 else 'the others'} had a finite one")
+            elif abs(v) > FAR * max(usual, 1e-6):
+                out[r] = (step, e, f"its loss at step {step} was {v:.4g}, over {FAR:.0f}x the others' ({usual:.4g})")
+    return out
+
+
+def spread_what(spread: Spread) -> str:
+    """The source rank's failure, as the report says it."""
+    n = len(spread.failed)
+    return (f"a non-finite value that the all-reduce spread to {n} ranks ({fmt_ranks(spread.failed)}), which "
+            f"failed alike: it came from rank {spread.source}: {spread.what}")
