@@ -162,3 +162,46 @@ def test_a_newest_first_export_is_read_oldest_first_and_quoted_with_its_own_line
     rk1 = next(f for f in report.findings if f.rule == "RK1")
     assert any(e.line == where and "ValueError" in e.text for e in rk1.evidence)
     assert any("newest first" in n for n in report.notes)
+
+
+def test_a_checkpoint_exception_every_rank_raises_names_the_rank_that_failed(tmp_path):
+    # torch.distributed.checkpoint gathers rank 2's exception and every rank raises it again, rank 2's
+    # traceback inside, headed "(RANK 2)"; the rank list says whose it was.
+    lines = _steps(range(3), 9)
+    for r in (0, 1, 2):
+        lines += [f"[rank{r}]: Traceback (most recent call last):", f'[rank{r}]:   File "/srv/train.py", line 210, in save',
+                  f"[rank{r}]:     dcp.save(state, checkpoint_id=path)",
+                  f"[rank{r}]: torch.distributed.checkpoint.api.CheckpointException: CheckpointException ranks:dict_keys([2])",
+                  f"[rank{r}]: Traceback (most recent call last): (RANK 2)",
+                  f'[rank{r}]:   File "/opt/torch/distributed/checkpoint/filesystem.py", line 470, in _write_files',
+                  f"[rank{r}]:     stream.write(data)",
+                  f"[rank{r}]: OSError: [Errno 28] No space left on device"]
+    (tmp_path / "console.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    report = analyze([str(tmp_path)], jobs=1)
+    assert report.verdict["ranks"] == [2]
+    assert "No space left on device" in report.verdict["headline"]
+
+
+def _nan_job(losses: dict[int, str]) -> list[str]:
+    """Four ranks train; at step 14 each prints ``losses[rank]`` (its own loss, before the all-reduce);
+    then every rank raises the same NaN error."""
+    lines = [f"[rank {r}] step {s} loss 2.{r}{s:02d}" for s in range(10, 14) for r in range(4)]
+    lines += [f"[rank {r}] step 14 loss {losses[r]}" for r in range(4)]
+    for r in range(4):
+        lines += _frames(r) + [f"[rank{r}]: FloatingPointError: NaN/inf in model weights after step 14: fc1.weight"]
+    return lines
+
+
+def test_ranks_failing_alike_on_a_nan_name_the_rank_whose_own_loss_went_nan_first(tmp_path):
+    (tmp_path / "console.log").write_text("\n".join(_nan_job({0: "2.13", 1: "2.14", 2: "nan", 3: "2.09"})) + "\n",
+                                          encoding="utf-8")
+    report = analyze([str(tmp_path)], jobs=1)
+    assert report.verdict["ranks"] == [2]
+
+
+def test_ranks_failing_alike_on_a_nan_with_no_local_sign_are_all_named(tmp_path):
+    # Nothing local: whether one rank's value was spread or every rank's data was bad, the logs read
+    # the same; every rank failed on its own line, and all are named (none singled out).
+    (tmp_path / "console.log").write_text("\n".join(_nan_job({r: "nan" for r in range(4)})) + "\n", encoding="utf-8")
+    report = analyze([str(tmp_path)], jobs=1)
+    assert report.verdict["ranks"] == [0, 1, 2, 3]

@@ -70,10 +70,18 @@ def state_for_pid(job: JobModel, pid: Any, host: str | None = None, file: str | 
     return cands[0] if len(cands) == 1 else None
 
 
+#: The ranks a CheckpointException names ("CheckpointException ranks:dict_keys([2])").
+_CHECKPOINT_RANKS = re.compile(r"ranks:\s?dict_keys\(\[([\d, ]{1,400})\]\)")
+
+
 def fail_ranks(job: JobModel, ev: Event) -> list[int | None]:
     """Global ranks a failure event speaks for (exit reports name theirs in the fields or by pid)."""
     if ev.kind == "slurm_task_exit":
         return list(expand_tasks(ev.get("tasks"))) or [None]
+    if ev.kind == "python_exception" and str(ev.get("exc_type") or "").endswith("CheckpointException"):
+        named = _CHECKPOINT_RANKS.search(str(ev.get("msg") or ""))
+        if named is not None:  # torch.distributed.checkpoint raises on every rank the ranks that failed
+            return [int(r) for r in re.findall(r"\d{1,7}", named.group(1))][:64] or [None]
     if ev.kind in ("elastic_cfe", "mpi_abort") and int_in(ev.get("rank")) is not None:
         return [int_in(ev.get("rank"))]
     if ev.kind in ("worker_exit", "worker_mem_kill"):

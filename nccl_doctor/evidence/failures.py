@@ -199,6 +199,13 @@ def killed_ranks(job: JobModel) -> tuple[set[int], set[int]]:
 _RERAISED = re.compile(r"^Caught (\w{1,64}) (?:in|on) ")
 
 
+def _gathered(first: Event, ev: Event) -> bool:
+    """``first`` is torch.distributed.checkpoint's CheckpointException (the ranks that failed, said on
+    every rank) and ``ev`` the failing rank's own exception it carries: the latter says what failed."""
+    return first.kind == ev.kind == "python_exception" and str(first.get("exc_type") or "").endswith(
+        "CheckpointException") and not str(ev.get("exc_type") or "").endswith("CheckpointException")
+
+
 def _original_of(wrapper: Event, ev: Event) -> bool:
     """``ev`` is the original exception that torch's re-raise ``wrapper`` quotes below it."""
     if wrapper.kind != "python_exception" or ev.kind != "python_exception" or ev.file != wrapper.file \
@@ -306,7 +313,7 @@ def failures(job: JobModel) -> list[Failure]:
                 continue
             f.host = f.host or host
             if _SPECIFIC.get(ev.kind, 4) < min(_SPECIFIC.get(e.kind, 4) for e in f.events) \
-                    or any(_original_of(w, ev) for w in f.events):
+                    or any(_original_of(w, ev) for w in f.events) or _gathered(f.events[0], ev):
                 f.category, f.what = cat, what  # a more specific line of the same failure
             f.events.append(ev)
     out = list(merged.values())

@@ -20,7 +20,14 @@ from functools import lru_cache
 
 from ..events import Event, by_place
 from .links import _Union, link_launcher_maps
-from .relays import headed_sources, logged_tracebacks, loguru_relayed, relaying_streams, spawn_relayed
+from .relays import (
+    checkpoint_relayed,
+    headed_sources,
+    logged_tracebacks,
+    loguru_relayed,
+    relaying_streams,
+    spawn_relayed,
+)
 
 #: Only explicit words: "worker-1" or "node-3" in a file name is usually a host, not a rank.
 _FILE_RANK = re.compile(r"(?:^|[^a-z])(?:rank|task)[-_.]?(\d{1,7})(?:\D|$)", re.I)
@@ -145,6 +152,7 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
     spawn_relayed(events)
     loguru_relayed(events)
     logged_tracebacks(events)
+    checkpoint_relayed(events)
     file_procs: dict[str, set] = defaultdict(set)
     file_labels: set[str] = set()
     file_devs: dict[str, set] = defaultdict(set)

@@ -101,6 +101,31 @@ def logged_tracebacks(events: list[Event]) -> None:
             relaying = None
 
 
+def checkpoint_relayed(events: list[Event]) -> None:
+    """torch.distributed.checkpoint gathers the exception a rank raised in a save or load step and
+    every rank raises it again (``CheckpointException ranks:dict_keys([2])``), the failing rank's
+    traceback inside, headed "Traceback (most recent call last): (RANK 2)": that traceback, up to its
+    exception line, is rank 2's own, whoever printed it (the CheckpointException line that follows
+    names rank 2 too: evidence.exits.fail_ranks)."""
+    if not any(ev.kind == "traceback_start" and "relayed_rank" in ev.fields for ev in events):
+        return
+    relaying: tuple[str, int | None, int] | None = None  # (file, the printer's rank, the relayed rank)
+    for ev in events:
+        if ev.kind == "traceback_start":
+            r = ev.fields.get("relayed_rank")
+            relaying = (ev.file, ev.rank, r) if isinstance(r, int) else None
+            if relaying is not None:
+                ev.rank = r
+            continue
+        if relaying is None:
+            continue
+        if ev.file != relaying[0] or ev.rank != relaying[1]:
+            continue  # (another rank's line between: its lines interleave in a shared console)
+        ev.rank = relaying[2]
+        if ev.kind not in _IN_TRACEBACK:  # its exception line ends it
+            relaying = None
+
+
 def headed_sources(events: list[Event]) -> None:
     """Lines after head's or tail's "==> path <==" header are that path's (``excerpt_of``), up to the next."""
     headers: dict[str, list[tuple[int, str]]] = defaultdict(list)
