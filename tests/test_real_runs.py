@@ -31,8 +31,10 @@ KNOWN_WRONG = {
                                   "in backward; every last step is 11 and no step line is dated: nothing shows a stall",
     "t45_spin_r1_w4_ctrlc_rank_redirect": "rank 1's KeyboardInterrupt is in its spinning loader while its TP partner waits "
                                           "in the TP all_reduce; the same snapshot as a healthy preemption's, no dated step",
-    "t46_grep_cut_hang_r2_w4_console": "grep -B2 -A20 | cut -c1-120: the timeouts read 'Timed out wai' (cut), so no "
-                                       "timeout is recognised; rank 2's step 18 is its last line while the others time out",
+    "t46_grep_cut_hang_r2_w4_console": "grep -B2 -A20 | cut -c1-120: the cut timeouts ('Timed out wai') are read, but "
+                                       "torchrun's table rows behind grep's 'NNN-' prefixes are not joined, so a timed-out "
+                                       "rank's exit 1 of no known rank outweighs rank 2's silence (its step 18 is its last "
+                                       "line while the others time out)",
     "t46_grep_rn_kill_r3_w4_folder": "six grep -rn lines: torchrun's 'failed (exitcode: -9) local_rank: 3 (pid: 25659)' and "
                                      "the table's SIGKILL line of that pid; one node's console, so local rank 3 is rank 3",
     "t43_ds_ckptsleep_r0_w3_timeout_redirect": "every rank's last step is 10; rank 0's last line is 'publishing checkpoint "
