@@ -163,6 +163,7 @@ KINDS: dict[str, str] = {
                           "the given group': a no-op for that rank, so the group's members wait for it",
     "py_thread_exception": "thread: Python's 'Exception in thread NAME:' heading a thread's traceback (info)",
     "traceback_start": "'Traceback (most recent call last):'",
+    "self_pid": "self_pid: a rank's start-up line naming its own pid ('started on vm pid 13022')",
     "numeric_warning": "what: a rank's own word that a value of its went non-finite or overflowed ('non-finite local "
     "loss (nan)', numpy's 'invalid value encountered'), before anything failed",
     "py_chain": "cause (set for 'from'): a chained exception's separator ('The above exception was the direct cause "

@@ -87,3 +87,18 @@ def test_a_node_tag_is_one_of_several_nodes_a_program_s_own_tag_is_no_node():
     assert "bracket_node" not in detect_modes(one)
     titan = [f"[titan] 2025-06-10 09:00:{s:02d},123 - root - INFO - step: {s}  loss:  0.37" for s in range(40)]
     assert "bracket_node" not in detect_modes(titan)
+
+
+def test_the_one_rank_torchrun_still_had_to_stop_after_training_never_exited(tmp_path):
+    # Every rank printed its last step and "training done"; the job was stopped from outside 40 s
+    # later and torchrun had one process left to stop: pid 13022, which rank 1's start-up line names.
+    lines = [f"[rank {r}] started on vm pid {13021 + r}" for r in range(3)]
+    lines += [f"[rank {r}] step {s} loss 2.0{r}{s:02d}" for s in range(25, 30) for r in range(3)]
+    lines += [f"[rank {r}] training done: 30 steps in 1.6 s" for r in range(3)]
+    lines += ["W1127 18:40:51.520000 13018 torch/distributed/elastic/agent/server/api.py:753] Received 15 death "
+              "signal, shutting down workers",
+              "W1127 18:40:51.521000 13018 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process "
+              "13022 closing signal SIGTERM"]
+    (tmp_path / "console.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    report = analyze([str(tmp_path)], jobs=1)
+    assert report.verdict["ranks"] == [1]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from ..events import Event, by_place
 from ..model import JobModel, RankState
 from .causes import _PEER_GONE
-from .facts import _per_job, plural
+from .facts import _per_job, global_rank, plural
 from .failures import failures
 from .launcher_facts import progress_key, progress_text
 from .outside import STOP_TYPES, interrupted, launcher_killed, stopped_from_outside
@@ -81,6 +81,9 @@ def stuck_when_stopped(job: JobModel) -> Stuck | None:
     known = {r: st for r, st in job.known_ranks().items() if st is not None}
     if len(known) < 2:
         return None
+    left = _left_running(job, known)
+    if left is not None:
+        return left
     where_at: dict[int, tuple[bool, str, list[Event]]] = {}
     for rank, st in known.items():
         pos = _position(st)
@@ -103,6 +106,28 @@ def stuck_when_stopped(job: JobModel) -> Stuck | None:
                      f"it was {odd[1]}, while {plural(len(inside), 'other rank')} "
                      f"{'was' if len(inside) == 1 else 'were'} {peer[1]}", "high", odd[2] + peer[2][:1])
     return behind
+
+
+def _left_running(job: JobModel, known: dict[int, RankState]) -> Stuck | None:
+    """Every rank reached the same last step, the job was stopped from outside, and torchrun's own
+    closing signals went to one process only, which a rank's start-up line names as its pid: the
+    others had exited, that rank never did (a thread that never stops, an exit path that hangs)."""
+    last = {r: st.last_step for r, st in known.items()}
+    if None in last.values() or len(set(last.values())) != 1:
+        return None
+    sent = job.by_kind("elastic_sigterm")
+    pids = {e.get("pid") for e in sent}
+    if len(pids) != 1:
+        return None
+    pid = next(iter(pids))
+    owners = {global_rank(job, e) for e in job.by_kind("self_pid") if e.get("self_pid") == pid} - {None}
+    if len(owners) != 1 or next(iter(owners)) not in known:
+        return None
+    rank = next(iter(owners))
+    said = next(e for e in job.by_kind("self_pid") if e.get("self_pid") == pid)
+    return Stuck(rank, known[rank], f"it never exited after training: every rank reached step {last[rank]}, and when "
+                 f"the job was stopped from outside torchrun had only this rank's process (pid {pid}) left to stop",
+                 "medium", [sent[0], said])
 
 
 #: A stall before the stop, when the step lines are dated: this long with no step, and this many intervals.
