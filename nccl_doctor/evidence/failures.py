@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from dataclasses import dataclass, field
 
 from ..events import Event
-from ..model import JobModel, RankState
+from ..model import JobModel
 from ..model.job import ERROR_KINDS
 from .causes import _PEER_GONE, _REPORTS, CAUSE_KINDS, NETWORK_KINDS, classify
 from .dumps import dump_facts
@@ -41,7 +40,6 @@ from .facts import (
     _per_job,
     dated_after,
     file_host,
-    first_ts,
     fmt_ranks,
     global_rank,
     host_of,
@@ -50,7 +48,8 @@ from .facts import (
     owner,
     writer,
 )
-from .numerics import numeric_spread, spread_what
+from .failure_record import Failure
+from .numerics import spread_failures
 from .orphans import name_the_erring_child, pair_loose_traceback
 from .outside import agent_signals, launcher_killed
 from .rendezvous import is_wrapper_echo, node_name, store_client_rank, store_not_joined, unreachable
@@ -62,47 +61,6 @@ _SPECIFIC = {"cuda_oom": 0, "cuda_error": 0, "nccl_cuda_fail": 0, "nccl_alloc_fa
              "nccl_dup_gpu": 0, "xid": 0, "oom_killer": 0, "worker_mem_kill": 0, "python_exception": 1, "torch_wd_exception": 1,
              "log_error": 2,
              "torch_nccl_err_kind": 2, "torch_nccl_error": 2, "cpp_terminate": 3, "signal": 3}
-
-
-@dataclass(slots=True, eq=False)
-class Failure:
-    """One rank's first non-consequential error, with its echoes as extra evidence."""
-
-    rank: int | None
-    state: RankState | None
-    host: str | None
-    category: str  # cuda | oom | nccl | exception | host | signal | network | exit
-    what: str
-    events: list[Event] = field(default_factory=list)
-    recovered: bool = False  # the rank (or job) went on training afterwards
-    label: str | None = None  # who failed, when it is not a rank's process (a node's torchrun agent)
-
-    @property
-    def crash(self) -> bool:
-        """A process-level failure (not a transport error between two hosts)."""
-        return self.category != "network"
-
-    @property
-    def ts(self) -> float | None:
-        return first_ts(self.events)
-
-    @property
-    def exit_only(self) -> bool:
-        return self.category == "exit"
-
-    @property
-    def who(self) -> str:
-        if self.label:
-            return self.label
-        if self.rank is not None:
-            return f"rank {self.rank}" + (f" on {self.host}" if self.host else "")
-        st = self.state
-        if st is not None and st.local_rank is not None:
-            return f"local rank {st.local_rank} (global rank unknown)" + (f" on {self.host}" if self.host else "")
-        if self.host:
-            pid = f", pid {st.pid}" if st is not None and st.pid is not None else ""
-            return f"a process on {self.host}{pid} (rank unknown)"
-        return "a process (rank not in the log)"
 
 
 def _signalled_agents(job: JobModel) -> list[Failure]:
@@ -342,7 +300,7 @@ def failures(job: JobModel) -> list[Failure]:
                 and any(writer(job, e, line_key) in net_writers for e in f.events):
             f.category = "network"
     out += _handled_failures(job, handled, out)
-    out = _spread(job, out)
+    out = spread_failures(job, out)  # (ranks failing alike on one rank's NaN: evidence.numerics)
     if not out:
         out += _exits_together(job)
     files = {p: i for i, p in enumerate(job.files)}
@@ -352,24 +310,6 @@ def failures(job: JobModel) -> list[Failure]:
         return f.ts if f.ts is not None else dated_after(job, f.events[0])
     return sorted(out, key=lambda f: (f.exit_only, when(f) is None, when(f) or 0.0,
                                       files.get(f.events[0].file, 0), f.events[0].line))
-
-
-def _spread(job: JobModel, out: list[Failure]) -> list[Failure]:
-    """Ranks failing alike on a non-finite value (see numerics): one failure, the source rank's (its
-    first signs as evidence). When nothing tells whose value it was, the failures stay as they are:
-    every rank's own data may have been bad as well (every replica's batch holding an inf)."""
-    own = {f.rank: f for f in out if f.rank is not None and not f.exit_only and f.category != "network"}
-    spread = numeric_spread(job, {r: f.what for r, f in own.items()})
-    if spread is None or spread.source is None:
-        return out
-    echo = {id(f) for f in own.values()}
-    rest = [f for f in out if id(f) not in echo and not (f.exit_only and f.rank in own)]
-    first = min(own.values(), key=lambda f: (f.ts is None, f.ts or 0.0, f.events[0].line))
-    src = own.get(spread.source)
-    st = job.known_ranks().get(spread.source)
-    return [Failure(rank=spread.source, state=st, host=src.host if src else (st.host if st else None),
-                    category="exception", what=spread_what(spread),
-                    events=[*spread.events, *(src.events[:1] if src else first.events[:1])])] + rest
 
 
 @_per_job

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from ..events import Event
 from ..model import JobModel
 from .facts import fmt_ranks, global_rank
+from .failure_record import Failure
 
 #: A failure about a non-finite value.
 NUMERIC = re.compile(r"(?i)\bnan\b|\binf\b|non-?finite|not finite|overflow|loss scale reached minimum")
@@ -93,3 +94,21 @@ def spread_what(spread: Spread) -> str:
     n = len(spread.failed)
     return (f"a non-finite value that the all-reduce spread to {n} ranks ({fmt_ranks(spread.failed)}), which "
             f"failed alike: it came from rank {spread.source}: {spread.what}")
+
+
+def spread_failures(job: JobModel, out: list[Failure]) -> list[Failure]:
+    """Ranks failing alike on a non-finite value (see numerics): one failure, the source rank's (its
+    first signs as evidence). When nothing tells whose value it was, the failures stay as they are:
+    every rank's own data may have been bad as well (every replica's batch holding an inf)."""
+    own = {f.rank: f for f in out if f.rank is not None and not f.exit_only and f.category != "network"}
+    spread = numeric_spread(job, {r: f.what for r, f in own.items()})
+    if spread is None or spread.source is None:
+        return out
+    echo = {id(f) for f in own.values()}
+    rest = [f for f in out if id(f) not in echo and not (f.exit_only and f.rank in own)]
+    first = min(own.values(), key=lambda f: (f.ts is None, f.ts or 0.0, f.events[0].line))
+    src = own.get(spread.source)
+    st = job.known_ranks().get(spread.source)
+    return [Failure(rank=spread.source, state=st, host=src.host if src else (st.host if st else None),
+                    category="exception", what=spread_what(spread),
+                    events=[*spread.events, *(src.events[:1] if src else first.events[:1])])] + rest

@@ -13,6 +13,7 @@ from typing import Any
 from ..events import Event, LastLine, by_place
 from .hosts import name_hosts
 from .identity import Proc, build_processes, logdir_slot
+from .last_line import rank_last_line
 
 #: Init stages in the order NCCL reaches them.
 STAGES = ("none", "started", "bootstrap", "init_start", "topology", "connected", "init_complete",
@@ -317,7 +318,7 @@ def _rank_state(p: Proc, last_by_file: dict[str, dict], shared: set[str] = froze
         if k in _PROGRESS_KINDS:
             _progress(st, e)
     st.stage = STAGES[best]
-    st.last_line = _last_line(p, last_by_file, shared)
+    st.last_line = rank_last_line(p, last_by_file, shared)
     _reconcile_unnamed_pg(st)
     return st
 
@@ -412,35 +413,3 @@ def _progress(st: RankState, e: Event) -> None:
         st.net["net"] = f["net"]
     elif k == "nccl_ib_none":
         st.net["ib_none"] = True
-
-
-def _last_line(p: Proc, last_by_file: dict[str, dict], shared: set[str] = frozenset()) -> LastLine | None:
-    cands: list[LastLine] = []
-    for fpath in p.files:
-        ll = last_by_file.get(fpath) or {}
-        keys = []
-        if p.host is not None and p.pid is not None:
-            keys.append(("proc", p.host, p.pid))
-        if p.rank is not None:
-            keys.append(("rank", p.rank))
-        if p.local_rank is not None:
-            keys.append(("local_rank", p.local_rank))
-        if fpath not in shared and _single_writer(p, fpath, ll) and None in ll:
-            hit = ll[None]  # a file of its own (rank-12.log): its last line, whatever wrote it
-        else:
-            hit = next((ll[k] for k in keys if k in ll), None)
-        if hit is None and fpath in shared:  # no label of its own there: its own last event in that file
-            ev = max((e for e in p.events if e.file == fpath), key=lambda e: e.line, default=None)
-            hit = LastLine(ev.file, ev.line, ev.text, ev.ts) if ev is not None else None
-        if hit is not None:
-            cands.append(hit)
-    if not cands:
-        ev = max(p.events, key=lambda e: (e.ts or 0, e.line), default=None)
-        return LastLine(ev.file, ev.line, ev.text, ev.ts) if ev else None
-    return max(cands, key=lambda c: (c.ts or 0, c.line))
-
-
-def _single_writer(p: Proc, fpath: str, ll: dict) -> bool:
-    """A file's overall last line belongs to this process only if no other writer is in the file."""
-    writers = [k for k in ll if k is not None and k[0] in ("proc", "rank")]
-    return len(writers) <= 1
