@@ -72,7 +72,10 @@ def _off_losses(job: JobModel) -> dict[int, tuple[int, Event, str]]:
         r, step = global_rank(job, e), e.get("step")
         m = _LOSS.search(e.text) if isinstance(step, int) and r is not None else None
         if m is not None:
-            by_step[step].setdefault(r, (float(m.group("v")), e))
+            v = float(m.group("v"))
+            seen = by_step[step].get(r)
+            if seen is None or (math.isfinite(seen[0]) and not math.isfinite(v)):  # (a bar's later redraw of one step)
+                by_step[step][r] = (v, e)
     out: dict[int, tuple[int, Event, str]] = {}
     for step in sorted(by_step):
         row = by_step[step]
