@@ -328,8 +328,7 @@ def refresh_live(report: Report, live: Any, *, select=None, ignore=None,
     if _shapes(before) == _shapes(fresh):  # only wording moved ("no progress for 64 s"): same verdict
         verdict, last = report.verdict, report.last_rank_to_report
     else:
-        notes += restore_order(job, findings)  # (newest-first files: their own line numbers from here on)
-    verdict, last = _verdict(job, findings)
+        verdict, last = _verdict(job, findings)
     notes = list(dict.fromkeys(report.notes + notes))
     return dataclasses.replace(report, findings=findings, verdict=verdict, last_rank_to_report=last, notes=notes)
 
