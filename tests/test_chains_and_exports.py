@@ -205,3 +205,11 @@ def test_ranks_failing_alike_on_a_nan_with_no_local_sign_are_all_named(tmp_path)
     (tmp_path / "console.log").write_text("\n".join(_nan_job({r: "nan" for r in range(4)})) + "\n", encoding="utf-8")
     report = analyze([str(tmp_path)], jobs=1)
     assert report.verdict["ranks"] == [0, 1, 2, 3]
+
+
+def test_a_capitalised_loss_that_went_nan_names_its_rank_too(tmp_path):
+    # ("step 14/30 | Loss: nan": the word as the script wrote it)
+    lines = [line.replace(" loss ", "/30 | Loss: ") for line in _nan_job({0: "2.13", 1: "nan", 2: "2.21", 3: "2.09"})]
+    (tmp_path / "console.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    report = analyze([str(tmp_path)], jobs=1)
+    assert report.verdict["ranks"] == [1]

@@ -29,17 +29,17 @@ FAR = 10.0
 
 @dataclass(slots=True)
 class Spread:
-    """The ranks that failed alike on a non-finite value; where it came from (None: not told)."""
+    """The ranks that failed alike on a non-finite value, and the rank it came from."""
 
     failed: list[int]
-    source: int | None
+    source: int
     events: list[Event]  # the source's first signs
     what: str
 
 
 def numeric_spread(job: JobModel, failed: dict[int, str]) -> Spread | None:
     """``failed``: rank -> what its own (non-echo) failure was. None unless two ranks or more all
-    failed on a non-finite value."""
+    failed on a non-finite value and one rank's own numbers went bad before any other's."""
     if len(failed) < 2 or not all(NUMERIC.search(what) for what in failed.values()):
         return None
     first: dict[int, tuple[float, int, list[Event], str]] = {}  # rank -> (step or inf, order, signs, why)
@@ -54,20 +54,19 @@ def numeric_spread(job: JobModel, failed: dict[int, str]) -> Spread | None:
         (r, evs), = warned.items()
         if r not in first:
             first[r] = (math.inf, 1, evs[:2], f"its own warning, which no other rank printed: {evs[0].text[:160]}")
-    ranks = sorted(failed)
     if not first:
-        return Spread(ranks, None, [], "")
+        return None
     best = min(first.values(), key=lambda v: v[:2])
     sources = [r for r, v in first.items() if v[:2] == best[:2]]
     if len(sources) != 1:
-        return Spread(ranks, None, [], "")
-    return Spread(ranks, sources[0], best[2], best[3])
+        return None
+    return Spread(sorted(failed), sources[0], best[2], best[3])
 
 
 def _off_losses(job: JobModel) -> dict[int, tuple[int, Event, str]]:
     """rank -> (the first step where its loss was non-finite or FAR off while another rank's was fine
     there, that step line, why)."""
-    by_step: dict[int, dict[int, tuple[float, Event]]] = defaultdict(dict)
+    by_step: dict[int, dict[int, tuple[float, str, Event]]] = defaultdict(dict)  # step -> rank -> (loss, as written, line)
     for e in job.by_kind("train_step"):
         r, step = global_rank(job, e), e.get("step")
         m = _LOSS.search(e.text) if isinstance(step, int) and r is not None else None
@@ -75,17 +74,17 @@ def _off_losses(job: JobModel) -> dict[int, tuple[int, Event, str]]:
             v = float(m.group("v"))
             seen = by_step[step].get(r)
             if seen is None or (math.isfinite(seen[0]) and not math.isfinite(v)):  # (a bar's later redraw of one step)
-                by_step[step][r] = (v, e)
+                by_step[step][r] = (v, m.group("v"), e)
     out: dict[int, tuple[int, Event, str]] = {}
     for step in sorted(by_step):
         row = by_step[step]
-        for r, (v, e) in row.items():
-            fine = sorted(abs(w) for q, (w, _e) in row.items() if q != r and math.isfinite(w))
+        for r, (v, said, e) in row.items():
+            fine = sorted(abs(w) for q, (w, _s, _e) in row.items() if q != r and math.isfinite(w))
             if r in out or not fine:
                 continue
             usual = fine[len(fine) // 2]
             if not math.isfinite(v):
-                out[r] = (step, e, f"its loss was {e.text.split('loss', 1)[1].split()[0].strip(':=')} at step {step} "
+                out[r] = (step, e, f"its loss was {said} at step {step} "
                                    f"while {'another rank' if len(fine) == 1 else 'the others'} had a finite one")
             elif abs(v) > FAR * max(usual, 1e-6):
                 out[r] = (step, e, f"its loss at step {step} was {v:.4g}, over {FAR:.0f}x the others' ({usual:.4g})")
@@ -105,7 +104,7 @@ def spread_failures(job: JobModel, out: list[Failure]) -> list[Failure]:
     every rank's own data may have been bad as well (every replica's batch holding an inf)."""
     own = {f.rank: f for f in out if f.rank is not None and not f.exit_only and f.category != "network"}
     spread = numeric_spread(job, {r: f.what for r, f in own.items()})
-    if spread is None or spread.source is None:
+    if spread is None:
         return out
     echo = {id(f) for f in own.values()}
     rest = [f for f in out if id(f) not in echo and not (f.exit_only and f.rank in own)]
