@@ -23,6 +23,7 @@ from .prefilter import HitLines, Prefilter
 from .reading import (
     ReadIssue,
     clean_line,
+    is_plain,
     iter_chunks,
     looks_binary,
     oldest_first_stream,
@@ -134,7 +135,7 @@ class Scanner:
             except OSError:
                 out.mtime = None
             stream, out.flipped = oldest_first_stream(fp, f.size)  # (a newest-first export: turned round)
-            self._scan_stream(stream, out, documents if stream is fp else None)
+            self._scan_stream(stream, out, documents if stream is fp and is_plain(fp) else None)
         except ReadIssue as exc:
             out.issue = str(exc)
         except OSError as exc:

@@ -120,14 +120,14 @@ def _left_running(job: JobModel, known: dict[int, RankState]) -> Stuck | None:
     if len(pids) != 1:
         return None
     pid = next(iter(pids))
-    owners = {global_rank(job, e) for e in job.by_kind("self_pid") if e.get("self_pid") == pid} - {None}
+    said = [e for e in job.by_kind("self_pid") if e.get("self_pid") == pid]
+    owners = {global_rank(job, e) for e in said} - {None}
     if len(owners) != 1 or next(iter(owners)) not in known:
         return None
     rank = next(iter(owners))
-    said = next(e for e in job.by_kind("self_pid") if e.get("self_pid") == pid)
     return Stuck(rank, known[rank], f"it never exited after training: every rank reached step {last[rank]}, and when "
                  f"the job was stopped from outside torchrun had only this rank's process (pid {pid}) left to stop",
-                 "medium", [sent[0], said])
+                 "medium", [sent[0], said[0]])
 
 
 #: A stall before the stop, when the step lines are dated: this long with no step, and this many intervals.

@@ -31,9 +31,7 @@ def restore(job: JobModel, findings: list[Any] = ()) -> list[str]:
     for last in job.last_lines.values():
         for ll in last.values():
             flip(ll)
-    for r in job.ranks:
-        for ev in r.events:
-            flip(ev)
+    for r in job.ranks:  # (their events are the job's, flipped above; a last line may be a new record)
         if r.last_line is not None:
             flip(r.last_line)
     for f in findings:  # (their evidence is a frozen copy of the events: copied again)
