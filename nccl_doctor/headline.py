@@ -108,6 +108,9 @@ def _doing(job: JobModel, lead: Finding, klass: Finding | None, ranks: list[int]
            detail: int) -> str:
     """What the culprit did, with the class that explains it or, for a failure, its own error."""
     doing = _DOING[lead.rule]
+    if lead.rule == "RK3" and len(ranks) == 1:
+        # what befell it, when the lag has a name of its own ("never exited after training")
+        doing = next((s.what for s in facts.lagging_ranks(job) if s.rank in ranks and s.what), doing)
     if lead.rule == "RK2" and ranks and not any(r.rank in ranks for r in job.ranks):
         source = next((n.source for n in named_silent(job) if n.rank in ranks and n.source), "")
         doing = "is missing" if len(ranks) == 1 else "are missing"

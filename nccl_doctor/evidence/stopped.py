@@ -40,6 +40,7 @@ class Stuck:
     reason: str
     confidence: str
     events: list[Event]
+    what: str = ""  # what befell it, when not "lagged behind" (Suspect.what)
 
 
 def _position(st: RankState) -> tuple[bool, str, list[Event]] | None:
@@ -125,9 +126,9 @@ def _left_running(job: JobModel, known: dict[int, RankState]) -> Stuck | None:
     if len(owners) != 1 or next(iter(owners)) not in known:
         return None
     rank = next(iter(owners))
-    return Stuck(rank, known[rank], f"it never exited after training: every rank reached step {last[rank]}, and when "
-                 f"the job was stopped from outside torchrun had only this rank's process (pid {pid}) left to stop",
-                 "medium", [sent[0], said[0]])
+    return Stuck(rank, known[rank], f"every rank reached step {last[rank]}, and when the job was stopped from outside "
+                 f"torchrun had only this rank's process (pid {pid}) left to stop", "medium", [sent[0], said[0]],
+                 what="never exited after training")
 
 
 #: A stall before the stop, when the step lines are dated: this long with no step, and this many intervals.

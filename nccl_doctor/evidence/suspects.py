@@ -140,7 +140,8 @@ def lagging_ranks(job: JobModel) -> list[Suspect]:
             add(Suspect(e.rank, e.state, why, "medium", e.events[:2], host=host_of_rank(job, e)))
     stopped = stuck_when_stopped(job)  # a stalled job killed from outside before any timeout
     if stopped is not None:
-        add(Suspect(stopped.rank, stopped.state, stopped.reason, stopped.confidence, stopped.events))
+        add(Suspect(stopped.rank, stopped.state, stopped.reason, stopped.confidence, stopped.events,
+                    what=stopped.what))
     stuck = bool(timeouts_by_pg(job) or watchdog_kills(job))
     for lag in dump_facts(job).lags:  # a collective the others entered and it never did
         if lag.confidence == "low" and not stuck:

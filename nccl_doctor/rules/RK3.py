@@ -22,7 +22,7 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
     if not suspects:
         return []
     chosen = facts.strongest(suspects)
-    summary = facts.suspects_summary(chosen, "lagged behind")
+    summary = facts.suspects_summary(chosen, (chosen[0].what or "lagged behind") if len(chosen) == 1 else "lagged behind")
     hint = [s for s in suspects if s not in chosen]
     if hint:
         summary += f"; weaker hints also point at ranks {fmt_ranks(s.rank for s in hint)}"
