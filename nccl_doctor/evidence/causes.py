@@ -113,12 +113,19 @@ def _exit_is_consequence(code: int | None, sig: str | None, job_timed_out: bool)
 _ECHO_WORDS = re.compile(_CONSEQUENCE.pattern.replace("|[Tt]imed out|[Tt]imeout", ""))
 
 
+#: A timeout of the process's own machinery, which no peer takes part in: the DataLoader's ``timeout=``
+#: firing because its own worker processes stalled (a hung mount, a blocked read).
+_LOCAL_TIMEOUT = re.compile(r"DataLoader timed out after")
+
+
 def _own_timeout(etype: str, msg: str) -> bool:
-    """An exception of another package that timed out on its own (wandb's ServiceStartTimeoutError,
-    an HTTP client's ReadTimeout): a cause, although "timed out" usually echoes a peer's failure.
-    Only a type with a module path outside torch, and no other echo word in the message."""
+    """An exception that timed out on its own: of another package (wandb's ServiceStartTimeoutError,
+    an HTTP client's ReadTimeout: a type with a module path outside torch), or of the process's own
+    machinery (``_LOCAL_TIMEOUT``); a cause, although "timed out" usually echoes a peer's failure.
+    Never with another echo word in the message."""
     module = etype.rpartition(".")[0]
-    return bool(module) and not module.startswith("torch") and _ECHO_WORDS.search(msg) is None
+    local = bool(module) and not module.startswith("torch") or _LOCAL_TIMEOUT.search(msg) is not None
+    return local and _ECHO_WORDS.search(msg) is None
 
 
 def classify(ev: Event, job_timed_out: bool, rank_timed_out: bool) -> tuple[str, str] | None:
@@ -144,7 +151,7 @@ def classify(ev: Event, job_timed_out: bool, rank_timed_out: bool) -> tuple[str,
         return cat, f"{etype}: {msg}".strip(": ")[:200]
     if k == "log_error":
         msg = str(get("msg") or "")
-        if _CONSEQUENCE.search(msg) and not _cuda_text(msg):
+        if _CONSEQUENCE.search(msg) and not _cuda_text(msg) and not _own_timeout("", msg):
             return None  # it logged what its peers' loss did to it
         if _WRAPPER_EXIT.search(msg) and ev.rank is None:
             return None  # a CI runner or job script reporting the job's exit ("Job failed: exit code 1")

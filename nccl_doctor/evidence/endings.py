@@ -32,11 +32,13 @@ from .causes import (
     classify,
     worker_exit_code,
 )
-from .exits import fail_ranks, forced_kills, state_for_pid
+from .exits import fail_ranks, forced_kills, state_for_pid, table_rank
 from .facts import _per_job, file_host, fmt_ranks, int_in, plural
 from .failures import failures
 from .statements import mismatch_reports
+from .teardown import harmless
 from .timeouts import timed_out_states, timeouts_by_pg
+from .tracebacks import chain_root
 
 _WAITED = re.compile(r"[Tt]imed out|[Tt]imeout")
 #: At most this share of the world may end unlike the rest for the rest to single them out.
@@ -73,7 +75,9 @@ def endings(job: JobModel) -> dict[int, Ending]:
     out: dict[int, Ending] = {}
     for rank in world:
         st = known.get(rank)
-        own = [e for e in st.events if e.kind in _OWN] if st is not None else []
+        own = [e for e in st.events if e.kind in _OWN and not harmless(job, e)] if st is not None else []
+        if rank in killed:  # what it raised because the launcher stopped it is no ending of its own
+            own = [e for e in own if not _terminated(job, e)]
         if rank in caused:
             how = "cause"
         elif rank in timed_ranks or (st is not None and id(st) in timed):
@@ -82,7 +86,7 @@ def endings(job: JobModel) -> dict[int, Ending]:
             how = "timeout"  # it waited (in a collective, at the store, at a barrier) until it gave up
         elif own or rank in exits:
             how = "echo"  # its errors, or the failed exit the launcher reports, echo another's failure
-        elif st is not None and st.errors:
+        elif st is not None and st.errors and not (rank in killed and all(_stop_words(job, e) for e in st.errors)):
             how = "story"  # an error line of another kind (a W&B timeout, an NCCL WARN): its own rule tells
         elif rank in killed:
             how = "killed"
@@ -94,6 +98,29 @@ def endings(job: JobModel) -> dict[int, Ending]:
         out[rank] = Ending(rank, st, how, own[:2] + killed.get(rank, [])[:1] + (left[rank][:2] if gone_early else []),
                            gone, gone_early)
     return out
+
+
+#: A process's own words that a SIGTERM ended it: a handler's ``SystemExit(128 + signum)``, torch's
+#: SignalException ("Process 4242 got signal: 15").
+_SIGTERM_EXIT = re.compile(r"^(?:143|-15|15)$")
+_SIGTERM_WORDS = re.compile(r"got signal: ?15\b|\bSIGTERM\b")
+
+
+def _terminated(job: JobModel, ev: Event) -> bool:
+    """An exception a SIGTERM raised, or one raised while handling it (its chain begins there)."""
+    root = chain_root(job, ev) if ev.kind == "python_exception" else ev
+    if root.kind != "python_exception":
+        return False
+    etype, msg = str(root.get("exc_type") or "").rsplit(".", 1)[-1], str(root.get("msg") or "").strip()
+    return (etype == "SystemExit" and _SIGTERM_EXIT.match(msg) is not None) \
+        or (etype == "SignalException" and _SIGTERM_WORDS.search(msg) is not None)
+
+
+def _stop_words(job: JobModel, ev: Event) -> bool:
+    """An error line of a rank the launcher stopped that says no more than that: what the SIGTERM
+    raised, or its echo logged ("received SIGTERM at step 12, training failed on this rank")."""
+    return _terminated(job, ev) or (ev.kind in ("log_error", *_OWN) and classify(ev, True, False) is None
+                                    and _SIGTERM_WORDS.search(_text(ev)) is not None)
 
 
 def _text(ev: Event) -> str:
@@ -111,8 +138,9 @@ def _launcher_kills(job: JobModel) -> dict[int, list[Event]]:
             out.setdefault(rank, []).append(ev)
     for ev in job.by_kind("elastic_sigterm"):
         st = state_for_pid(job, ev.get("pid"), ev.host, ev.file)
-        if st is not None and st.rank is not None:
-            out.setdefault(st.rank, []).append(ev)
+        rank = st.rank if st is not None else table_rank(job, ev.file, int_in(ev.get("pid")))
+        if rank is not None:  # (a process whose lines name no pid: the failure table's row of that pid)
+            out.setdefault(rank, []).append(ev)
     for ev in job.by_kind("unit_exit"):  # a container stopped (143), a service's process SIGTERMed
         rank = fail_ranks(job, ev)[0]
         if rank is not None and worker_exit_code(ev) == -15:

@@ -167,6 +167,11 @@ def _table_ranks(job: JobModel) -> dict[tuple[str, int | None], int]:
     return {k: next(iter(v)) for k, v in seen.items() if len(v) == 1}
 
 
+def table_rank(job: JobModel, file: str, pid: int | None) -> int | None:
+    """The rank torchrun's failure table in ``file`` gives this pid."""
+    return _table_ranks(job).get((file, pid))
+
+
 def echoed_exit(job: JobModel, ev: Event, echo: tuple[set[int], set[int]]) -> bool:
     """Exit code 1 in torchrun's reports (Python's status after an uncaught exception) of a rank
     whose exception was an echo: a consequence too; so is an abort (-6) right after a C++ terminate

@@ -53,6 +53,7 @@ from .numerics import spread_failures
 from .orphans import name_the_erring_child, pair_loose_traceback
 from .outside import agent_signals, launcher_killed
 from .rendezvous import is_wrapper_echo, node_name, store_client_rank, store_not_joined, unreachable
+from .teardown import harmless
 from .timeouts import timed_out_states, timeouts_by_pg, watchdog_kills
 from .tracebacks import CARRIES_ON, caught, chained_to_echo, heads_traceback, ran_past
 
@@ -299,6 +300,7 @@ def failures(job: JobModel) -> list[Failure]:
         if f.category == "nccl" and all(e.kind in ("torch_nccl_error", "torch_nccl_err_kind") for e in f.events) \
                 and any(writer(job, e, line_key) in net_writers for e in f.events):
             f.category = "network"
+    out = [f for f in out if not all(harmless(job, e) for e in f.events)]  # (teardown noise: evidence.teardown)
     out += _handled_failures(job, handled, out)
     out = spread_failures(job, out)  # (ranks failing alike on one rank's NaN: evidence.numerics)
     if not out:

@@ -6,6 +6,7 @@ builds (``Failure`` objects), and returns it with what was paired merged or drop
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
@@ -170,10 +171,21 @@ def _own_copy_of_relayed(job: JobModel, out: list[Failure], drop: set[int]) -> N
             drop.add(id(found[0]))
 
 
+#: What a DataLoader worker process prints as it dies of a signal (torch/csrc/DataLoader.cpp's handler:
+#: "ERROR: Unexpected segmentation fault encountered in worker."), and what its rank then raises.
+_WORKER_DYING = re.compile(r"^Unexpected [\w -]{1,40} encountered in worker\b")
+_WORKER_DIED = re.compile(r"DataLoader worker \(pids?\b")
+
+
 def _twin(f: Failure, fs: list[Failure]) -> Failure | None:
     """The one rank's failure among ``fs`` that raised the exception of loose failure ``f`` word for
-    word, or None (none, or several: then the words single out nobody)."""
+    word, or None (none, or several: then the words single out nobody). A dying DataLoader worker's
+    own line (no rank: it is the worker's, not the rank's) is the one rank's whose worker died."""
     said = {e.text for e in f.events if e.kind == "python_exception"}
+    if any(e.kind == "log_error" and _WORKER_DYING.match(str(e.get("msg") or "")) for e in f.events):
+        same = {g.rank: g for g in fs if g.rank is not None and g.label is None and not g.exit_only
+                and any(e.kind == "python_exception" and _WORKER_DIED.search(e.text) for e in g.events)}
+        return next(iter(same.values())) if len(same) == 1 else None
     if not said:
         return None
     same = {g.rank: g for g in fs if g.rank is not None and g.label is None and not g.exit_only

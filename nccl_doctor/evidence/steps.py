@@ -79,3 +79,46 @@ def step_outlier(job: JobModel) -> StepOutlier | None:
         reason = (f"its last step line is {odd_text} while the other {others} all reached {common_text}: it "
                   "stopped before a collective they entered")
     return StepOutlier(rank, odd_key[1], common[1], ahead, reason, [last[rank], peer])
+
+
+@dataclass(slots=True, eq=False)
+class UnevenEpoch:
+    rank: int
+    total: int  # its steps per epoch
+    others: int  # every other rank's
+    reason: str
+    events: list[Event] = field(default_factory=list)
+
+
+@_per_job
+def uneven_epoch(job: JobModel) -> UnevenEpoch | None:
+    """Every rank prints its step with the epoch's length ("step 12/24"), and one rank's epoch has
+    another length than all the others' (who agree): uneven inputs (a shorter or longer data shard, a
+    sampler given another world), so that rank reaches the epoch's end, and the collectives that
+    follow it, at another step than the others. Only with three ranks or more (a majority) and no
+    rank failing of its own."""
+    ends = endings(job)
+    if len(ends) < 3 or any(e.how == "cause" for e in ends.values()):
+        return None
+    last: dict[int, Event] = {}
+    for rank, end in ends.items():
+        steps = [e for e in end.state.events if e.kind == "train_step" and isinstance(e.get("total"), int)] \
+            if end.state is not None else []
+        if not steps:
+            return None
+        last[rank] = max(steps, key=by_place)
+    if len({e.get("epoch") for e in last.values()}) != 1:
+        return None  # (epochs of another length are compared only within one epoch)
+    counts = Counter(e.get("total") for e in last.values())
+    if len(counts) != 2:
+        return None
+    (common, n), (odd, m) = counts.most_common()
+    if m != 1 or n != len(last) - 1:
+        return None
+    rank = next(r for r, e in last.items() if e.get("total") == odd)
+    peer = next(e for r, e in last.items() if r != rank)
+    reason = (f"its epoch is {odd} steps long where the other {plural(n, 'rank')} all count {common} "
+              f"({progress_text(last[rank])} against {progress_text(peer)}): uneven inputs (its data shard or "
+              "sampler gives it another number of batches), so it reached the end of the epoch, and the "
+              "collectives that follow it, at another step than the others")
+    return UnevenEpoch(rank, odd, common, reason, [last[rank], peer])

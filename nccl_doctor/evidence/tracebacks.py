@@ -77,6 +77,29 @@ def caught(job: JobModel, ev: Event) -> bool:
 
 
 @_per_job
+def _logged_starts(job: JobModel) -> dict[str, set[int]]:
+    """file -> the lines of the tracebacks that an error record right above heads (``log.exception``:
+    the record and its traceback in one write, written by a handler that caught the exception)."""
+    out: dict[str, set[int]] = defaultdict(set)
+    starts = traceback_starts(job)
+    for ev in job.by_kind("log_error"):
+        if (ev.file, ev.line + 1) in starts:
+            out[ev.file].add(ev.line + 1)
+    return out
+
+
+def logged(job: JobModel, ev: Event) -> bool:
+    """The exception line of a traceback that a handler logged (``log.exception``): caught, whatever
+    the process did next (carried on, exited, raised again: other lines tell)."""
+    heads = _logged_starts(job).get(ev.file)
+    if not heads:
+        return False
+    starts = _starts_by_file(job).get(ev.file, [])
+    i = bisect_left(starts, ev.line) - 1
+    return i >= 0 and ev.line - starts[i] <= 400 and starts[i] in heads
+
+
+@_per_job
 def _starts_by_file(job: JobModel) -> dict[str, list[int]]:
     out: dict[str, list[int]] = defaultdict(list)
     for file, line in traceback_starts(job):

@@ -24,7 +24,7 @@ from ..evidence.dumps import Mismatch as DumpMismatch
 from ..evidence.dumps import dump_facts
 from ..evidence.facts import name_ranks, pg_label
 from ..evidence.statements import TRANSPORT_MISMATCH, mismatch_reports, mismatch_sender
-from ..evidence.steps import step_outlier
+from ..evidence.steps import step_outlier, uneven_epoch
 from ..findings import Finding
 from ..model import JobModel
 from .base import Rule
@@ -44,6 +44,8 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
         _watchdog_mismatch(job, shown) + _reported_mismatch(job)
     confidence = dumps[0].confidence if dumps else "high"
     ahead = _ran_ahead(job) + _odd_site(job)  # weakest: a rank whose step ran ahead, or that waited elsewhere
+    if not ahead and found:  # a desync is seen: a rank whose epoch has another length than the others' ran it
+        ahead = _uneven(job)
     if ahead and not dumps and not any(m[4] for m in found):
         found, confidence = ahead + found, "medium"  # the others say a desync happened, not who
     if not found:
@@ -218,6 +220,16 @@ def _ran_ahead(job: JobModel) -> list[Mismatch]:
     host = job.rank_hosts.get(odd.rank)
     return [(f"rank {odd.rank} ran ahead of the others: {odd.reason}", [odd.rank], [host] if host else [],
              odd.events, [odd.rank])]
+
+
+def _uneven(job: JobModel) -> list[Mismatch]:
+    """Every rank printed its step out of its epoch's length; one rank's epoch had another length."""
+    odd = uneven_epoch(job)
+    if odd is None:
+        return []
+    host = job.rank_hosts.get(odd.rank)
+    return [(f"rank {odd.rank} had uneven inputs: {odd.reason}", [odd.rank], [host] if host else [], odd.events,
+             [odd.rank])]
 
 
 def _odd_site(job: JobModel) -> list[Mismatch]:
