@@ -163,6 +163,8 @@ KINDS: dict[str, str] = {
                           "the given group': a no-op for that rank, so the group's members wait for it",
     "py_thread_exception": "thread: Python's 'Exception in thread NAME:' heading a thread's traceback (info)",
     "traceback_start": "'Traceback (most recent call last):'",
+    "rpc_remote": "worker_id, worker_name: torch.distributed.rpc's 'On WorkerInfo(id=2, name=trainer2):' heading "
+                  "the traceback of an exception raised on that worker, relayed to its caller",
     "self_pid": "self_pid: a rank's start-up line naming its own pid ('started on vm pid 13022')",
     "numeric_warning": "what: a rank's own word that a value of its went non-finite or overflowed ('non-finite local "
     "loss (nan)', numpy's 'invalid value encountered'), before anything failed",

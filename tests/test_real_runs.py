@@ -73,6 +73,14 @@ KNOWN_WRONG = {
     "t59_shape_r1_w4_manual_plain_tee3": "rank 1's batch is one sample short (its warning one line before); gloo aborts "
                                          "it on the size mismatch (1024 vs 960 bytes, SIGABRT, torchrun's root cause): "
                                          "read as a desync naming no rank",
+    "t62_noshutdown_r2_w3_async_name_tee3": "trainer_2 (rank 2) left at step 12 ('early stopping', exit 0) without "
+                                            "rpc.shutdown(); the others waited in its barrier (trainer_1's last line "
+                                            "'waiting for the other workers to shut down rpc', the server's an eof "
+                                            "from trainer_2) until SIGTERM from outside; read as a stopped job",
+    "t62_stall_r1_w3_async_name_split": "trainer_1 (rank 1) never reached rpc.shutdown() (its last line an upload) "
+                                        "while the others' last lines wait for the other workers, until SIGTERM "
+                                        "from outside; the '[trainer_1]' label is read as a node's, so its lines "
+                                        "are not rank 1's, and a stopped job is not judged from last lines",
     "t27_src_r1_w3_detail_split": "ranks 0 and 1 both timed out sending in one broadcast (two roots); rank 0 is "
                                   "the job's established root (its earlier broadcast): not reasoned about",
 }

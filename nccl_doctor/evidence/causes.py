@@ -26,6 +26,11 @@ _CONSEQUENCE = re.compile(
     # gloo's transport and the TCPStore client, when the process at the other end went away
     r"|Connection closed by peer|caused by a remote worker|pair closure|got 0 bytes|Connection was likely closed"
     r"|received errors while waiting for send/recv from rank"
+    # TensorPipe (torch.distributed.rpc) on a worker whose connection closed: the worker at the other end went
+    # away ("RuntimeError: eof (this error originated at tensorpipe/transport/shm/connection_impl.cc:259)")
+    r"|encountered error when reading incoming|^eof \(this error originated at tensorpipe"
+    # torch.distributed.rpc relaying another worker's exception (its traceback below is that worker's own)
+    r"|On WorkerInfo\(id=\d{1,7}, name="
     # gloo's transport receiving another collective's data: the symptom of a desync (DSY1)
     r"|collective mismatch|data size doesn't match expected size"
     # TORCH_DISTRIBUTED_DEBUG=DETAIL's check: every rank reports the mismatch, one of them caused it
@@ -83,7 +88,7 @@ CAUSE_KINDS = ("python_exception", "log_error", "cpp_terminate", "cuda_error", "
                "shell_job_died", "worker_exit", "worker_mem_kill", "unit_exit")
 #: Echo text of a peer that went away (not a timeout: the waiter did not wait the full window).
 _PEER_GONE = re.compile(r"Connection (?:closed|reset) by (?:remote )?peer|Broken pipe|remote process exited"
-                        r"|Connection was likely closed|got 0 bytes")
+                        r"|Connection was likely closed|got 0 bytes|^eof \(this error originated at tensorpipe")
 #: A rank waiting for a peer that never came (gloo's transport, the TCPStore): always a consequence.
 _TIMEOUT_ECHOES = ("gloo_timeout", "torch_store_timeout", "torch_barrier_missing")
 #: A rank's own error lines that may be no more than the echo of another rank's failure.

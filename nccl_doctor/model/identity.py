@@ -26,6 +26,7 @@ from .relays import (
     logged_tracebacks,
     loguru_relayed,
     relaying_streams,
+    rpc_relayed,
     spawn_relayed,
 )
 
@@ -153,6 +154,7 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
     loguru_relayed(events)
     logged_tracebacks(events)
     checkpoint_relayed(events)
+    rpc_relayed(events)
     file_procs: dict[str, set] = defaultdict(set)
     file_labels: set[str] = set()
     file_devs: dict[str, set] = defaultdict(set)

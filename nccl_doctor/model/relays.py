@@ -4,6 +4,7 @@ and journald streams that relay several ranks (model/identity.py groups events w
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 from collections import defaultdict
 
@@ -124,6 +125,51 @@ def checkpoint_relayed(events: list[Event]) -> None:
         ev.rank = relaying[2]
         if ev.kind not in _IN_TRACEBACK:  # its exception line ends it
             relaying = None
+
+
+#: torch.distributed.rpc's heading of a remote exception, on its own line or ending the caller's
+#: exception line ("RuntimeError: IndexError: On WorkerInfo(id=2, name=trainer2):").
+RPC_REMOTE = re.compile(r"On WorkerInfo\(id=(\d{1,7}), name=[^\s()]{1,128}\):\s{0,8}$")
+#: Lines between that heading and its traceback (the exception's repr, which may wrap).
+_RPC_GAP = 6
+
+
+def _rpc_worker(ev: Event) -> int | None:
+    if ev.kind == "rpc_remote":
+        return ev.fields.get("worker_id")
+    if ev.kind == "python_exception":
+        m = RPC_REMOTE.search(str(ev.fields.get("msg") or ""))
+        return int(m.group(1)) if m else None
+    return None
+
+
+def rpc_relayed(events: list[Event]) -> None:
+    """An exception raised in a function torch.distributed.rpc ran on another worker comes back to
+    its caller headed "On WorkerInfo(id=2, name=trainer2):" and the worker's traceback: that traceback,
+    up to its exception line, is worker 2's own (its id is the rank it gave ``init_rpc``), whoever
+    printed it; the caller's exception is the relay (evidence.causes). A relayed traceback may end in
+    another relay (a worker that called a third): each heading passes to the traceback below it."""
+    if not any(_rpc_worker(ev) is not None for ev in events):
+        return
+    pending: tuple[str, int | None, int, int] | None = None  # (file, printer, worker, heading line)
+    relaying: tuple[str, int | None, int] | None = None  # (file, printer, worker)
+    for ev in events:
+        printer = ev.rank
+        if relaying is not None and ev.file == relaying[0] and printer == relaying[1]:
+            if ev.kind == "traceback_start":
+                relaying = None
+            else:
+                ev.rank = relaying[2]
+                if ev.kind not in _IN_TRACEBACK:  # its exception line ends it
+                    relaying = None
+        if ev.kind == "traceback_start" and pending is not None and ev.file == pending[0] \
+                and printer == pending[1] and 0 < ev.line - pending[3] <= _RPC_GAP:
+            ev.rank = pending[2]
+            relaying, pending = (pending[0], pending[1], pending[2]), None
+            continue
+        worker = _rpc_worker(ev)
+        if worker is not None:
+            pending = (ev.file, printer, worker, ev.line)
 
 
 def headed_sources(events: list[Event]) -> None:
