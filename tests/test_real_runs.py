@@ -63,10 +63,6 @@ KNOWN_WRONG = {
     "t58_exit1_r2_2x2_srun_static_tee3_split": "two nodes' torchrun output in one console without srun's --label: "
                                                "'[default0]:' is local rank 0 of either node; node02's table reports rank 2 "
                                                "(local 0) exiting 1 first, node01's only a SIGTERMed rank 0 after its lost peer",
-    "t58_hang_r0_2x1_srun_static_label_scancel": "2 ranks: rank 1 times out waiting to receive from rank 0, which never "
-                                                 "times out and runs on until scancel; srun's '0: ' label under torchrun is "
-                                                 "the node's task, not a rank, yet node01's agent traceback (SignalException) "
-                                                 "is taken for rank 0's own error, so rank 0 is not seen as silent",
     "t59_mesh_r3_w4_fsdptp_mesh_split": "rank 3 alone builds its device mesh as (4, 1) (console.out:4); every rank then "
                                         "times out in init_device_mesh's store wait, and the keys ranks 1 and 2 wait on "
                                         "are rank 3's: the one line that differs is not read",

@@ -15,17 +15,23 @@ if TYPE_CHECKING:
 _LOOPBACK = frozenset(("localhost", "localhost.localdomain", "127.0.0.1", "::1"))
 
 
-def name_hosts(ranks: list[RankState], events: list[Event]) -> tuple[list[str], dict[int, str]]:
+def name_hosts(ranks: list[RankState], events: list[Event], world: int | None = None) -> tuple[list[str], dict[int, str]]:
     """(the job's hosts, rank -> host from torchrun's failure tables). A rank that two tables place
     on different hosts (a restart that moved it) is left out of the map. Ranks whose own lines name
-    no host take the table's (the node whose launcher reported its exit)."""
+    no host take the table's (the node whose launcher reported its exit), else Slurm's (below)."""
     nccl_hosts: set[str] = set()
     rows: dict[int, set[str]] = defaultdict(set)
+    tasks: dict[int, set[str]] = defaultdict(set)
     for e in events:  # (one pass: a job has millions of events)
         if e.host and e.kind.startswith("nccl"):
             nccl_hosts.add(e.host)
         elif e.kind == "elastic_cfe" and isinstance(e.get("rank"), int) and e.get("host"):
             rows[e.get("rank")].add(str(e.get("host")))
+        elif e.kind == "slurm_task_exit" and e.get("host"):  # "srun: error: node01: task 0: Exited ..."
+            for t in _task_ids(str(e.get("tasks") or "")):
+                tasks[t].add(str(e.get("host")))
+        elif e.kind == "slurm_cancel" and e.rank is not None and e.get("host"):  # slurmstepd's, under its label
+            tasks[e.rank].add(str(e.get("host")))
     seen_hosts = {r.host for r in ranks if r.host} | nccl_hosts
     short = {h.split(".", 1)[0] for h in seen_hosts}
     # torchrun's table names the agent's FQDN, NCCL cuts at the first dot: one host, one name
@@ -39,4 +45,24 @@ def name_hosts(ranks: list[RankState], events: list[Event]) -> tuple[list[str], 
     for r in ranks:
         if r.host is None and r.rank is not None and r.rank in table_hosts:
             r.host = table_hosts[r.rank]
+    # Slurm's lines place each task on its node; when the tasks seen are the ranks of the world (one
+    # srun task a rank, or one torchrun a node running one rank), a rank no line places is on its task's.
+    if world and set(tasks) == set(range(world)):
+        for r in ranks:
+            hs = tasks.get(r.rank) if r.host is None and r.rank is not None else None
+            if hs is not None and len(hs) == 1:
+                r.host = next(iter(hs))
     return sorted(seen_hosts | {r.host for r in ranks if r.host} | set(table_hosts.values())), table_hosts
+
+
+def _task_ids(spec: str) -> list[int]:
+    """Slurm's task list (``0``, ``8-13,15``), at most 4096 ids."""
+    out: list[int] = []
+    for part in spec.replace(" ", "").split(","):
+        lo, _, hi = part.partition("-")
+        if lo.isdigit() and (not hi or hi.isdigit()):
+            a, b = int(lo), int(hi or lo)
+            out.extend(range(a, min(b, a + 4096) + 1))
+        if len(out) >= 4096:
+            break
+    return out[:4096]

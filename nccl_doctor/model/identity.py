@@ -21,6 +21,7 @@ from functools import lru_cache
 from ..events import Event, by_place
 from .links import _Union, link_launcher_maps
 from .relays import (
+    agent_tracebacks,
     checkpoint_relayed,
     headed_sources,
     logged_tracebacks,
@@ -150,6 +151,7 @@ def _unnamed_class(ev: Event):
 
 def build_processes(events: list[Event], world: int | None) -> list[Proc]:
     """Group events into processes and assign global ranks (see module docstring)."""
+    agent_tracebacks(events)
     spawn_relayed(events)
     loguru_relayed(events)
     logged_tracebacks(events)

@@ -43,6 +43,27 @@ def spawn_relayed(events: list[Event]) -> None:
 
 #: Lines inside a traceback, before its exception line: its head and the frames read as events.
 _IN_TRACEBACK = frozenset(("traceback_start", "torch_c10d_frame", "py_script_frame"))
+#: Exceptions only torchrun's agent raises (its workers never install elastic's signal handler).
+_AGENT_EXCEPTION = "torch.distributed.elastic."
+
+
+def agent_tracebacks(events: list[Event]) -> None:
+    """A traceback that ends in torch.distributed.elastic's own exception (``SignalException``,
+    ``ChildFailedError``) is torchrun's agent's, never a rank's: where an outer launcher labels every
+    line of a node (``srun --label`` running one torchrun per node: "0: " is the node's task), that
+    label gave it a rank. Its lines, from its "Traceback" line to that exception, belong to no rank."""
+    open_at: dict[tuple[str, int | None], int] = {}  # (file, label rank) -> index of its traceback head
+    for i, ev in enumerate(events):
+        if ev.kind == "traceback_start":
+            open_at[(ev.file, ev.rank)] = i
+        elif ev.kind == "python_exception":
+            start = open_at.pop((ev.file, ev.rank), None)
+            if start is None or ev.rank is None or not str(ev.get("exc_type") or "").startswith(_AGENT_EXCEPTION):
+                continue
+            rank = ev.rank
+            for e in events[start:i + 1]:
+                if e.file == ev.file and e.rank == rank and (e.kind in _IN_TRACEBACK or e is ev):
+                    e.rank = None
 
 
 def loguru_relayed(events: list[Event]) -> None:
