@@ -77,6 +77,11 @@ KNOWN_WRONG = {
                                         "while the others' last lines wait for the other workers, until SIGTERM "
                                         "from outside; the '[trainer_1]' label is read as a node's, so its lines "
                                         "are not rank 1's, and a stopped job is not judged from last lines",
+    "t67_desync_r1_w4_redirect": "rank 1 alone all_reduces a counter; gloo aborts it ('77748 vs 4 ... collective "
+                                 "mismatch', SIGABRT, no traceback, torchrun's root cause) while ranks 0 and 2 lose "
+                                 "it in the gradient all-reduce: the rank that expected 4 bytes is the odd one here, "
+                                 "but gloo aborts whichever rank has the smaller buffer (t27_dtype, t63_replicas: the "
+                                 "receiver was not the culprit), so the message alone does not decide",
     "t27_src_r1_w3_detail_split": "ranks 0 and 1 both timed out sending in one broadcast (two roots); rank 0 is "
                                   "the job's established root (its earlier broadcast): not reasoned about",
 }

@@ -20,7 +20,7 @@ from .facts import fmt_ranks, global_rank
 from .failure_record import Failure
 
 #: A failure about a non-finite value.
-NUMERIC = re.compile(r"(?i)\bnan\b|\binf\b|non-?finite|not finite|overflow|loss scale reached minimum")
+NUMERIC = re.compile(r"(?i)\bnan\b|\binf\b|non-?finite|not finite|overflow|loss scale reached minimum|FloatingPointError")
 #: A step line's loss ("loss 2.3204", "loss: nan", "loss=inf").
 _LOSS = re.compile(r"(?i)\bloss[:=]? {0,3}(?P<v>[-+]?(?:nan|inf|\d{1,30}(?:\.\d{1,30})?(?:e[-+]?\d{1,3})?))(?![\w.])")
 #: A loss this many times the other ranks' (their median) at the same step is off.
