@@ -60,9 +60,6 @@ KNOWN_WRONG = {
     "t60_nan_r2_w4_postfix_redirect": "only rank 2's tqdm postfix reads 'loss=nan' at 13/30 (console.log:25, a '\\r' redraw) "
                                       "before every rank raises on the all-reduced mean; progress-bar redraws are not read "
                                       "as step lines (reading them changed a local rank in the live analyzer: not mended yet)",
-    "t58_exit1_r2_2x2_srun_static_tee3_split": "two nodes' torchrun output in one console without srun's --label: "
-                                               "'[default0]:' is local rank 0 of either node; node02's table reports rank 2 "
-                                               "(local 0) exiting 1 first, node01's only a SIGTERMed rank 0 after its lost peer",
     "t59_mesh_r3_w4_fsdptp_mesh_split": "rank 3 alone builds its device mesh as (4, 1) (console.out:4); every rank then "
                                         "times out in init_device_mesh's store wait, and the keys ranks 1 and 2 wait on "
                                         "are rank 3's: the one line that differs is not read",

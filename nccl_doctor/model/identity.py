@@ -177,6 +177,7 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
     self_local: dict[str, list] = defaultdict(list)  # file -> (event, the local rank its script states)
     relayed = relaying_streams(events)
     headed_sources(events)
+    shared_locals = _shared_local_labels(events)
     for ev in events:
         sig = (ev.file, ev.host, ev.pid, ev.rank, ev.local_rank, ev.fields.get("launcher_pid"),
                ev.fields.get("launcher_ip"), ev.fields.get("stream_pid"), ev.fields.get("excerpt_of"))
@@ -189,6 +190,10 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
         key0 = by_writer.get(sig) if sig is not None else None
         if key0 is None:
             keys = _keys(ev, ev.file in file_labels)  # may set ev.rank (old torch's "[Rank N]")
+            if shared_locals and (ev.file, ev.local_rank) in shared_locals:
+                # that label is several nodes' local rank: it names no writer (a line that names its rank too
+                # is that rank's)
+                keys = [k for k in keys if k[0] != "local"]
             src = ev.fields.get("excerpt_of")
             if src is not None and ev.kind not in _ABOUT_WORKERS:
                 # an excerpt's line from another file (grep's prefix, head/tail's header): that file's writer,
@@ -249,6 +254,20 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
     _single_node_log_folders(procs, world)
     _one_node_labels(procs, world)
     return _merge_same_rank(procs)
+
+
+def _shared_local_labels(events: list[Event]) -> set[tuple[str, int]]:
+    """(file, local rank) labels that lines of two global ranks carry: one console of several nodes'
+    torchrun (``--tee 3`` under srun without ``--label``), where ``[default0]:`` is local rank 0 of every
+    node (two ranks' lines under it, or two nodes' failure tables listing it). Such a label names no
+    writer."""
+    seen: dict[tuple[str, int], set[int]] = defaultdict(set)
+    for ev in events:
+        if ev.local_rank is not None and ev.rank is not None:
+            seen[(ev.file, ev.local_rank)].add(ev.rank)
+        elif ev.kind == "elastic_cfe" and isinstance(ev.get("rank"), int) and isinstance(ev.get("local_rank"), int):
+            seen[(ev.file, ev.get("local_rank"))].add(ev.get("rank"))  # (two nodes' failure tables in one file)
+    return {k for k, ranks in seen.items() if len(ranks) > 1}
 
 
 def _single_node_log_folders(procs: list[Proc], world: int | None) -> None:
