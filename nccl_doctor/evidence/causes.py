@@ -40,6 +40,8 @@ _CONSEQUENCE = re.compile(
 _ECHO_TYPES = ("ChildFailedError", "CalledProcessError", "ProcessExitedException", "ProcessRaisedException",
                "SignalException", "WorkerGroupError", "TrainingFailedError", "RayTaskError",
                "ActorDiedError",
+               # submitit's driver reporting a task that failed or never finished (it quotes the task's error)
+               "FailedJobError", "UncompletedJobError",
                "KeyboardInterrupt", "SystemExit", "DistNetworkError", "DistStoreError",
                # an agent finding its rendezvous closed: another node's agent ended the job
                "RendezvousClosedError")

@@ -76,8 +76,10 @@ def endings(job: JobModel) -> dict[int, Ending]:
     for rank in world:
         st = known.get(rank)
         own = [e for e in st.events if e.kind in _OWN and not harmless(job, e)] if st is not None else []
-        if rank in killed:  # what it raised because the launcher stopped it is no ending of its own
-            own = [e for e in own if not _terminated(job, e)]
+        # what it raised because it was stopped (the launcher's SIGTERM, an interrupt) is no ending of its own
+        stopped = [e for e in own if _terminated(job, e)]
+        own = [e for e in own if not _terminated(job, e)]
+        stopped_here = rank in killed or bool(stopped)
         if rank in caused:
             how = "cause"
         elif rank in timed_ranks or (st is not None and id(st) in timed):
@@ -86,9 +88,9 @@ def endings(job: JobModel) -> dict[int, Ending]:
             how = "timeout"  # it waited (in a collective, at the store, at a barrier) until it gave up
         elif own or rank in exits:
             how = "echo"  # its errors, or the failed exit the launcher reports, echo another's failure
-        elif st is not None and st.errors and not (rank in killed and all(_stop_words(job, e) for e in st.errors)):
+        elif st is not None and st.errors and not (stopped_here and all(_stop_words(job, e) for e in st.errors)):
             how = "story"  # an error line of another kind (a W&B timeout, an NCCL WARN): its own rule tells
-        elif rank in killed:
+        elif stopped_here:
             how = "killed"
         else:
             how = "none"
@@ -100,9 +102,9 @@ def endings(job: JobModel) -> dict[int, Ending]:
     return out
 
 
-#: A process's own words that a SIGTERM ended it: a handler's ``SystemExit(128 + signum)``, torch's
-#: SignalException ("Process 4242 got signal: 15").
-_SIGTERM_EXIT = re.compile(r"^(?:143|-15|15)$")
+#: A process's own words that a SIGTERM or SIGINT ended it: a handler's ``SystemExit(128 + signum)``,
+#: torch's SignalException ("Process 4242 got signal: 15"), Python's KeyboardInterrupt.
+_SIGTERM_EXIT = re.compile(r"^(?:143|-15|15|130)$")
 _SIGTERM_WORDS = re.compile(r"got signal: ?15\b|\bSIGTERM\b")
 
 
@@ -112,7 +114,7 @@ def _terminated(job: JobModel, ev: Event) -> bool:
     if root.kind != "python_exception":
         return False
     etype, msg = str(root.get("exc_type") or "").rsplit(".", 1)[-1], str(root.get("msg") or "").strip()
-    return (etype == "SystemExit" and _SIGTERM_EXIT.match(msg) is not None) \
+    return (etype == "SystemExit" and _SIGTERM_EXIT.match(msg) is not None) or etype == "KeyboardInterrupt" \
         or (etype == "SignalException" and _SIGTERM_WORDS.search(msg) is not None)
 
 

@@ -193,7 +193,33 @@ def _link_identity_labels(uf: _Union) -> None:
                 uf.union(("rank", k[2]), k)
 
 
+#: One process's stdout and stderr written apart, one name: submitit's ``<job>_<task>_log.out`` and
+#: ``.err``, Slurm's ``--output=%j_%t.out --error=%j_%t.err``.
+_STREAM_EXTS = (".out", ".err")
+
+
+def _link_stream_pairs(events: list[Event], uf: _Union) -> None:
+    """A file of one process's stderr (``X.err``) whose lines name no rank, beside its stdout (``X.out``)
+    whose lines name one rank only: that rank's. Never a console's pair (``job.out`` naming several
+    ranks, or none)."""
+    named: dict[str, set[int]] = defaultdict(set)
+    for ev in events:
+        if os.path.splitext(ev.file)[1] in _STREAM_EXTS:
+            r = ev.rank if ev.rank is not None else ev.fields.get("rank") if ev.kind == "rank_world" else None
+            named[ev.file].add(r) if isinstance(r, int) else named.setdefault(ev.file, set())
+    by_stem: dict[str, list[str]] = defaultdict(list)
+    for f in named:
+        by_stem[os.path.splitext(f)[0]].append(f)
+    for paths in by_stem.values():
+        if len(paths) != 2:
+            continue
+        (a, ra), (b, rb) = sorted(((f, named[f]) for f in paths), key=lambda x: len(x[1]))
+        if not ra and len(rb) == 1 and ("file", a) in uf.parent:
+            uf.union(("rank", next(iter(rb))), ("file", a))
+
+
 def link_launcher_maps(events: list[Event], uf: _Union) -> None:
+    _link_stream_pairs(events, uf)
     _link_local_to_global(events, uf)
     _link_log_folders(events, uf)
     _link_ray_workers(events, uf)

@@ -149,8 +149,10 @@ def checkpoint_relayed(events: list[Event]) -> None:
 
 
 #: torch.distributed.rpc's heading of a remote exception, on its own line or ending the caller's
-#: exception line ("RuntimeError: IndexError: On WorkerInfo(id=2, name=trainer2):").
-RPC_REMOTE = re.compile(r"On WorkerInfo\(id=(\d{1,7}), name=[^\s()]{1,128}\):\s{0,8}$")
+#: exception line ("RuntimeError: IndexError: On WorkerInfo(id=2, name=trainer2):"); submitit's driver
+#: relaying a task's ("FailedJobError: Job (task=0) failed during processing with trace:").
+RPC_REMOTE = re.compile(r"(?:On WorkerInfo\(id=(\d{1,7}), name=[^\s()]{1,128}\)|Job \(task=(\d{1,7})\) failed during "
+                        r"processing with trace):\s{0,8}$")
 #: Lines between that heading and its traceback (the exception's repr, which may wrap).
 _RPC_GAP = 6
 
@@ -160,7 +162,7 @@ def _rpc_worker(ev: Event) -> int | None:
         return ev.fields.get("worker_id")
     if ev.kind == "python_exception":
         m = RPC_REMOTE.search(str(ev.fields.get("msg") or ""))
-        return int(m.group(1)) if m else None
+        return int(m.group(1) or m.group(2)) if m else None
     return None
 
 
@@ -169,7 +171,8 @@ def rpc_relayed(events: list[Event]) -> None:
     its caller headed "On WorkerInfo(id=2, name=trainer2):" and the worker's traceback: that traceback,
     up to its exception line, is worker 2's own (its id is the rank it gave ``init_rpc``), whoever
     printed it; the caller's exception is the relay (evidence.causes). A relayed traceback may end in
-    another relay (a worker that called a third): each heading passes to the traceback below it."""
+    another relay (a worker that called a third): each heading passes to the traceback below it.
+    submitit's driver relays a failed task's traceback the same way (its task id is the rank)."""
     if not any(_rpc_worker(ev) is not None for ev in events):
         return
     pending: tuple[str, int | None, int, int] | None = None  # (file, printer, worker, heading line)
