@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from .archives import is_archive, unpack
 from .events import Skipped
 from .flightrec.loader import is_dump_name
 from .rasjson import looks_like_file
@@ -60,6 +61,14 @@ def discover(paths: list[str], folders: dict[str, int] | None = None) -> tuple[l
         if key in seen:
             return  # the same file reached twice (symlink, overlapping arguments): read once
         seen.add(key)
+        if is_archive(display):  # a support bundle: its members, as the folder it was packed from
+            if not os.access(display, os.R_OK):
+                skipped.append(Skipped(display, "permission denied"))
+                return
+            got, why = unpack(display, st.st_size, st.st_mtime_ns, _member_kept)
+            files.extend(got)
+            skipped.extend(why)
+            return
         if display.lower().endswith(_NOT_LOG_SUFFIXES) and not is_dump_name(display) and \
                 not (display.lower().endswith(".json") and looks_like_file(display)):  # ncclras -f json
             skipped.append(Skipped(display, "not a log file (by its extension)"))
@@ -128,6 +137,13 @@ def discover(paths: list[str], folders: dict[str, int] | None = None) -> tuple[l
         else:
             skipped.append(Skipped(p, "no such file or folder"))
     return files, skipped
+
+
+def _member_kept(name: str) -> str | None:
+    """Why an archive member is not read (as ``add_file`` says of a file), or None."""
+    if name.lower().endswith(_NOT_LOG_SUFFIXES) and not is_dump_name(name):
+        return "not a log file (by its extension)"
+    return None
 
 
 class Rediscovery:

@@ -38,9 +38,11 @@ class Spread:
 
 
 def numeric_spread(job: JobModel, failed: dict[int, str]) -> Spread | None:
-    """``failed``: rank -> what its own (non-echo) failure was. None unless two ranks or more all
-    failed on a non-finite value and one rank's own numbers went bad before any other's."""
-    if len(failed) < 2 or not all(NUMERIC.search(what) for what in failed.values()):
+    """``failed``: rank -> what its own (non-echo) failure was. None unless the ranks that failed all
+    failed on a non-finite value and one rank's own numbers went bad before any other's: two ranks or
+    more, or one that stopped on another rank's value ("a process reported a non-finite loss", the
+    others exiting with it)."""
+    if not failed or not all(NUMERIC.search(what) for what in failed.values()):
         return None
     first: dict[int, tuple[float, int, list[Event], str]] = {}  # rank -> (step or inf, order, signs, why)
     for r, (step, e, why) in _off_losses(job).items():
@@ -58,7 +60,7 @@ def numeric_spread(job: JobModel, failed: dict[int, str]) -> Spread | None:
         return None
     best = min(first.values(), key=lambda v: v[:2])
     sources = [r for r, v in first.items() if v[:2] == best[:2]]
-    if len(sources) != 1:
+    if len(sources) != 1 or (len(failed) == 1 and sources[0] in failed):
         return None
     return Spread(sorted(failed), sources[0], best[2], best[3])
 
@@ -94,6 +96,9 @@ def _off_losses(job: JobModel) -> dict[int, tuple[int, Event, str]]:
 def spread_what(spread: Spread) -> str:
     """The source rank's failure, as the report says it."""
     n = len(spread.failed)
+    if n == 1:  # the one rank that stopped the job on it, another rank's value
+        return (f"a non-finite value that rank {spread.failed[0]} stopped the job on came from rank "
+                f"{spread.source}: {spread.what}")
     return (f"a non-finite value that the all-reduce spread to {n} ranks ({fmt_ranks(spread.failed)}), which "
             f"failed alike: it came from rank {spread.source}: {spread.what}")
 
