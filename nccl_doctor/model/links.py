@@ -202,9 +202,12 @@ def _link_stream_pairs(events: list[Event], uf: _Union) -> None:
     """A file of one process's stderr (``X.err``) whose lines name no rank, beside its stdout (``X.out``)
     whose lines name one rank only: that rank's. Never a console's pair (``job.out`` naming several
     ranks, or none)."""
+    files = {key[1] for key in uf.parent if key[0] == "file"}
+    if not any(f.endswith(_STREAM_EXTS) for f in files):
+        return  # (most jobs: no X.err whose lines name no writer)
     named: dict[str, set[int]] = defaultdict(set)
     for ev in events:
-        if os.path.splitext(ev.file)[1] in _STREAM_EXTS:
+        if ev.file.endswith(_STREAM_EXTS):
             r = ev.rank if ev.rank is not None else ev.fields.get("rank") if ev.kind == "rank_world" else None
             named[ev.file].add(r) if isinstance(r, int) else named.setdefault(ev.file, set())
     by_stem: dict[str, list[str]] = defaultdict(list)
