@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from ..events import Event, by_place
-from .links import _Union, link_launcher_maps
+from .links import _Union, link_launcher_maps, shared_local_labels
 from .relays import (
     agent_tracebacks,
     checkpoint_relayed,
@@ -177,7 +177,7 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
     self_local: dict[str, list] = defaultdict(list)  # file -> (event, the local rank its script states)
     relayed = relaying_streams(events)
     headed_sources(events)
-    shared_locals = _shared_local_labels(events)
+    shared_locals = shared_local_labels(events)
     for ev in events:
         sig = (ev.file, ev.host, ev.pid, ev.rank, ev.local_rank, ev.fields.get("launcher_pid"),
                ev.fields.get("launcher_ip"), ev.fields.get("stream_pid"), ev.fields.get("excerpt_of"))
@@ -254,20 +254,6 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
     _single_node_log_folders(procs, world)
     _one_node_labels(procs, world)
     return _merge_same_rank(procs)
-
-
-def _shared_local_labels(events: list[Event]) -> set[tuple[str, int]]:
-    """(file, local rank) labels that lines of two global ranks carry: one console of several nodes'
-    torchrun (``--tee 3`` under srun without ``--label``), where ``[default0]:`` is local rank 0 of every
-    node (two ranks' lines under it, or two nodes' failure tables listing it). Such a label names no
-    writer."""
-    seen: dict[tuple[str, int], set[int]] = defaultdict(set)
-    for ev in events:
-        if ev.local_rank is not None and ev.rank is not None:
-            seen[(ev.file, ev.local_rank)].add(ev.rank)
-        elif ev.kind == "elastic_cfe" and isinstance(ev.get("rank"), int) and isinstance(ev.get("local_rank"), int):
-            seen[(ev.file, ev.get("local_rank"))].add(ev.get("rank"))  # (two nodes' failure tables in one file)
-    return {k for k, ranks in seen.items() if len(ranks) > 1}
 
 
 def _single_node_log_folders(procs: list[Proc], world: int | None) -> None:

@@ -221,6 +221,20 @@ def _link_stream_pairs(events: list[Event], uf: _Union) -> None:
             uf.union(("rank", next(iter(rb))), ("file", a))
 
 
+def shared_local_labels(events: list[Event]) -> set[tuple[str, int]]:
+    """(file, local rank) labels that lines of two global ranks carry: one console of several nodes'
+    torchrun (``--tee 3`` under srun without ``--label``), where ``[default0]:`` is local rank 0 of every
+    node (two ranks' lines under it, or two nodes' failure tables listing it). Such a label names no
+    writer."""
+    seen: dict[tuple[str, int], set[int]] = defaultdict(set)
+    for ev in events:
+        if ev.local_rank is not None and ev.rank is not None:
+            seen[(ev.file, ev.local_rank)].add(ev.rank)
+        elif ev.kind == "elastic_cfe" and isinstance(ev.get("rank"), int) and isinstance(ev.get("local_rank"), int):
+            seen[(ev.file, ev.get("local_rank"))].add(ev.get("rank"))  # (two nodes' failure tables in one file)
+    return {k for k, ranks in seen.items() if len(ranks) > 1}
+
+
 def link_launcher_maps(events: list[Event], uf: _Union) -> None:
     _link_stream_pairs(events, uf)
     _link_local_to_global(events, uf)
