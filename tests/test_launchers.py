@@ -181,3 +181,13 @@ def test_stern_pod_prefix_is_detected_only_for_pod_names():
     # many different "containers" (second words) are prose, not one container of a few pods
     prose = [f"data-loader-{i % 2} {w} ready" for i, w in enumerate(["fetched", "prepared", "cached", "shuffled"] * 10)]
     assert "stern_pod" not in detect_modes(prose)
+
+
+def test_a_label_with_an_underscore_is_no_node():
+    # t62: "[trainer_1] step 3 loss 2.29" is a process's label (a host name has no underscore, RFC 1123),
+    # "[node1] ..." a node's tag that a job script put before every line
+    bracket = next(lc for lc in load_launchers() if lc.name == "bracket_node")
+    stripper = LauncherStripper(frozenset({"bracket_node"}), launchers=(bracket,))
+    assert stripper.strip("[trainer_1] step 3 loss 2.2907")[1] == "[trainer_1] step 3 loss 2.2907"  # noqa: B005
+    fields, rest = stripper.strip("[node1] step 3 loss 2.2907")  # noqa: B005
+    assert (fields.get("host"), rest) == ("node1", "step 3 loss 2.2907")
