@@ -53,10 +53,6 @@ KNOWN_WRONG = {
     "t54_scaler_min_r2_w3_logdirq": "every step overflows on every rank and rank 0 raises 'loss scale reached minimum'; "
                                     "the one clue is rank 2's own file's header checksum warning at the step the "
                                     "overflows start, which is no numeric sign (an expert's inference)",
-    "t56_extra_r0_w3_barrier_rank_tee3": "rank 0 alone all_reduces in evaluate() (train56.py:159) while ranks 1-2 time out "
-                                         "in the barrier (train56.py:279); rank 0's own error is a lost peer, which reads "
-                                         "as a late rank reaching a collective after the others gave up (t6_hang_r1_w4_tr "
-                                         "looks alike and is a hang): its other call site is not used",
     "t60_nan_r2_w4_postfix_redirect": "only rank 2's tqdm postfix reads 'loss=nan' at 13/30 (console.log:25, a '\\r' redraw) "
                                       "before every rank raises on the all-reduced mean; progress-bar redraws are not read "
                                       "as step lines (reading them changed a local rank in the live analyzer: not mended yet)",

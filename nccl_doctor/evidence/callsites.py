@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from ..events import Event
 from ..model import JobModel, RankState
 from .causes import _CONSEQUENCE, _TIMEOUT_ECHOES
+from .endings import launcher_kills
 from .facts import _per_job
 from .timeouts import P2P_CALLS, c10d_call, timeouts_by_pg
 from .tracebacks import frames_above, script_name
@@ -57,6 +58,7 @@ def odd_call_site(job: JobModel) -> OddSite | None:
     if not timeouts_by_pg(job):
         return None
     sites: dict[int, tuple[tuple[str, int], Event, Event]] = {}
+    st_of: dict[int, RankState] = {}
     for st in job.ranks:
         if st.rank is None or st.rank in sites:
             continue
@@ -64,7 +66,7 @@ def odd_call_site(job: JobModel) -> OddSite | None:
             return None
         found = _site(st)
         if found is not None:
-            sites[st.rank] = found
+            sites[st.rank], st_of[st.rank] = found, st
     world = job.ranks_expected or len(job.known_ranks())
     if len(sites) < 3 or len(sites) != world or job.kinds("elastic_restart"):
         return None  # a rank that says nothing (hung, killed) or one that failed is the story; a restart mixes attempts
@@ -76,9 +78,20 @@ def odd_call_site(job: JobModel) -> OddSite | None:
     rank = odd[0]
     key, frame, exc = sites[rank]
     text = " ".join(str(v) for v in (exc.get("msg"), exc.get("err")) if v) or exc.text
-    if exc.kind not in _TIMEOUT_ECHOES and "imed out" not in text and "imeout" not in text:
-        return None  # it lost a peer there: it was not the one left waiting
+    if exc.kind not in _TIMEOUT_ECHOES and "imed out" not in text and "imeout" not in text \
+            and (not _in_collective(st_of[rank], exc) or rank in launcher_kills(job)):
+        # it lost a peer outside any collective, or when the launcher stopped it (a SIGTERM handler's own
+        # collective): stopped where it hung, not a desync
+        return None
     majority = sorted(r for r, (k, _f, _e) in sites.items() if k == top)
     lead = sites[majority[0]]
     return OddSite(rank, f"{key[0]}:{key[1]} (in {frame.get('func')})",
                    f"{top[0]}:{top[1]} (in {lead[1].get('func')})", majority, [frame, exc, lead[1], lead[2]])
+
+
+def _in_collective(st: RankState, exc: Event) -> bool:
+    """The traceback ``exc`` ends goes through torch.distributed: the rank was in a collective when its
+    peer went away (another collective than the others': the stray rank of a desync)."""
+    evs = st.events
+    i = next((k for k in range(len(evs) - 1, -1, -1) if evs[k] is exc), None)
+    return i is not None and any(f.kind == "torch_c10d_frame" for f in frames_above(evs, i, _EXC_KINDS))

@@ -67,7 +67,7 @@ def endings(job: JobModel) -> dict[int, Ending]:
     caused = {f.rank for f in failures(job) if f.rank is not None and not f.recovered}
     timed = timed_out_states(job)
     timed_ranks = {r for pt in timeouts_by_pg(job).values() for r in pt.ranks}
-    killed = _launcher_kills(job)
+    killed = launcher_kills(job)
     left = left_early(job)
     exits = {int_in(e.get("rank")) for e in job.by_kind("elastic_cfe")
              if int_in(e.get("exitcode")) not in (None, 0, -15, 143) and "TERM" not in str(e.get("sig") or "")
@@ -129,7 +129,7 @@ def _text(ev: Event) -> str:
     return " ".join(str(v) for v in (ev.get("msg"), ev.get("err"), ev.get("exc")) if v) or ev.text
 
 
-def _launcher_kills(job: JobModel) -> dict[int, list[Event]]:
+def launcher_kills(job: JobModel) -> dict[int, list[Event]]:
     """rank -> the launcher's lines that stopped it (SIGTERM to its pid, -15/143 in torchrun's table, a
     container's 143 or a service's SIGTERM)."""
     out: dict[int, list[Event]] = {}
