@@ -107,9 +107,6 @@ KNOWN_WRONG = {
                                "at step 45 with no traceback and no table, the two surviving tables list ranks 0-3 "
                                "only and every surviving rank loses a peer; its unranked lines are not tied to ranks "
                                "4-5, which are read as one rank that left early on another node",
-    "t76_rdzv_id_n1_3x2_info_split": "trn-b-22 was given another --rdzv-id: at LOGLEVEL=INFO its agent's 'run_id : "
-                                     "job-stale-0915' (the others' differ) and its 'failed to shutdown the rendezvous "
-                                     "job-stale-0915' single it out; the run ids are not compared across agents",
     "t75_hang_r3_w4_split": "torchtitan's --local-ranks-filter 0 shows rank 0 alone: it times out in all_gather and "
                             "exits first; ranks 1-3 are all SIGTERMed, so neither the table nor any line tells that "
                             "rank 3 (blocked opening a FIFO) was the one the others waited for",

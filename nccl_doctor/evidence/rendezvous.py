@@ -80,7 +80,8 @@ def unreachable(job: JobModel) -> list[RdzvProblem]:
 
 #: Launch settings every torchrun agent of one job must share (--nnodes; --nproc-per-node may differ
 #: between nodes).
-_SHARED_SETTINGS = (("min_nodes", "--nnodes (minimum)"), ("max_nodes", "--nnodes (maximum)"))
+_SHARED_SETTINGS = (("min_nodes", "--nnodes (minimum)"), ("max_nodes", "--nnodes (maximum)"), ("run_id", "--rdzv-id"),
+                    ("rdzv_endpoint", "--rdzv-endpoint"))
 #: File names that say what a file holds rather than where it was written: never a node's name.
 _GENERIC_STEM = re.compile(r"(?i)^(?:rank|worker|proc|process|local|attempt|stdout|stderr|std|out|err|log|logs|"
                            r"train|training|console|output|job|run|task|trainer|main|agent|launcher|torchrun)(?![a-z])")
@@ -107,7 +108,8 @@ def misconfigured_nodes(job: JobModel) -> list[RdzvProblem]:
 
     * their launch configs (``Starting elastic_operator with launch configs``) state another
       ``min_nodes``/``max_nodes`` than a clear majority of the agents: that node was given another
-      ``--nnodes`` (it finds the round full, or waits for nodes that are not coming);
+      ``--nnodes`` (it finds the round full, or waits for nodes that are not coming); or another
+      ``run_id``/``rdzv_endpoint`` (``--rdzv-id``, ``--rdzv-endpoint``: it waits in a rendezvous of its own);
     * two agents each hosted the static rendezvous store and timed out waiting for clients: two
       nodes were given ``--node-rank 0``. The nodes joined the store at ``--master-addr``; the
       store that fewer clients joined is the one started by mistake.
@@ -119,13 +121,13 @@ def misconfigured_nodes(job: JobModel) -> list[RdzvProblem]:
     for e in job.by_kind("elastic_launch_config"):
         for key, _flag in _SHARED_SETTINGS:
             v = e.get(key)
-            if isinstance(v, int):
+            if isinstance(v, (int, str)):
                 stated[e.file][key].add(v)
                 first.setdefault((e.file, key), e)
     for key, flag in _SHARED_SETTINGS:
         # one value per console (a file holding several agents' blocks says nothing of one node)
         values = {f: next(iter(d[key])) for f, d in stated.items() if len(d.get(key, ())) == 1}
-        by_value: dict[int, list[str]] = defaultdict(list)
+        by_value: dict[int | str, list[str]] = defaultdict(list)
         for f, v in values.items():
             by_value[v].append(f)
         if len(by_value) < 2:

@@ -1,7 +1,8 @@
 """CFG3: the torchrun agents of one job were launched with settings that must agree and do not.
 
 Evidence (``evidence.rendezvous.misconfigured_nodes``): the agents' launch configs state another
-``min_nodes``/``max_nodes`` on one node than on a clear majority (another ``--nnodes``), or two agents
+``min_nodes``/``max_nodes``, ``run_id`` or ``rdzv_endpoint`` on one node than on a clear majority (another
+``--nnodes``, ``--rdzv-id`` or ``--rdzv-endpoint``), or two agents
 each hosted the static rendezvous store and timed out waiting for clients (two nodes given
 ``--node-rank 0``; the store fewer clients joined is the mistaken one). The job then never forms:
 the other agents' rendezvous timeouts and closed stores are consequences.
