@@ -113,9 +113,6 @@ KNOWN_WRONG = {
     "t75_nan_r2_w4_logall_tee": "from step 12 every rank logs 'loss: nan' (a NaN-weighted record on rank 2 spread by "
                                 "the all-gather) and the run completes with exit 0: a divergence with no failure is "
                                 "not reported (labelled: failed, no single culprit)",
-    "t75_short_r1_w3_log01_redirect": "rank 1's shard ends early: it logs 'Ran out of data; last step was canceled.' and "
-                                      "exits 0 while ranks 0 and 2 die in step 12's all-gather; rank 2, filtered off "
-                                      "the console, is torchrun's root cause with exit 1, read as a failure of its own",
     "t27_src_r1_w3_detail_split": "ranks 0 and 1 both timed out sending in one broadcast (two roots); rank 0 is "
                                   "the job's established root (its earlier broadcast): not reasoned about",
 }

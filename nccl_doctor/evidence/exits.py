@@ -23,7 +23,7 @@ from ..events import Event
 from ..model import JobModel, RankState
 from ..model.identity import file_rank
 from ..model.links import rank_list
-from .causes import _OWN_ERRORS, _REPORTS, CAUSE_KINDS, classify, worker_exit_code
+from .causes import _OWN_ERRORS, _REPORTS, _TABLE_EXCEPTION, CAUSE_KINDS, classify, worker_exit_code
 from .facts import _per_job, global_rank, host_of, int_in, owner
 from .timeouts import timeouts_by_pg
 
@@ -167,6 +167,16 @@ def _table_ranks(job: JobModel) -> dict[tuple[str, int | None], int]:
     return {k: next(iter(v)) for k, v in seen.items() if len(v) == 1}
 
 
+def _row_says_echo(job: JobModel, ev: Event) -> bool:
+    """torchrun's failure-table row for the pid of an ``elastic_failed`` line (same file) quotes the
+    worker's exception (``@record``: "traceback : RuntimeError: ... Connection closed by peer"), and it
+    is an echo: classify tells it of the row (None), so the "failed (exitcode: 1)" line is one too."""
+    pid = int_in(ev.get("pid"))
+    rows = [r for r in job.by_kind("elastic_cfe") if r.file == ev.file and int_in(r.get("pid")) == pid]
+    return any(_TABLE_EXCEPTION.match(str(r.get("traceback") or "")) and classify(r, False, False) is None
+               for r in rows)
+
+
 def table_rank(job: JobModel, file: str, pid: int | None) -> int | None:
     """The rank torchrun's failure table in ``file`` gives this pid."""
     return _table_ranks(job).get((file, pid))
@@ -197,6 +207,8 @@ def echoed_exit(job: JobModel, ev: Event, echo: tuple[set[int], set[int]]) -> bo
         return _aborted_on_echo(job, ev, echo[1])
     if code != 1:
         return False
+    if ev.kind == "elastic_failed" and _row_says_echo(job, ev):
+        return True  # its row in the failure table quotes its exception (@record): an echo
     states, ranks = echo
     named = fail_ranks(job, ev)
     if all(r is not None for r in named):
