@@ -5,8 +5,8 @@ Members are copied once, in archive order (a compressed tar can only be read fro
 private temporary folder that is removed when the process exits; the archive itself is never
 modified. Each member is reported as ``<archive>!/<member name>`` (its name is untrusted: the faces
 show it inert; it never becomes a path on disk, where members are numbered). Bounded whatever the
-archive claims: at most ``MAX_MEMBERS`` members and ``MAX_BYTES`` bytes are copied, anything past
-that is reported as skipped; links, devices and archives inside the archive are skipped with a
+archive claims: at most ``MAX_MEMBERS`` members and ``MAX_BYTES`` bytes are copied, and never into the
+last ``HEADROOM`` bytes of free space; anything past that is reported as skipped; links, devices and archives inside the archive are skipped with a
 reason; a truncated or corrupt archive keeps the members read before the damage.
 """
 
@@ -25,6 +25,8 @@ from .reading import open_binary
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.zst", ".tar.zstd", ".tzst")
 MAX_MEMBERS = 100_000
 MAX_BYTES = 32 << 30
+#: Free space left in the temporary folder after a member is copied: a bundle never fills the disk.
+HEADROOM = 1 << 30
 _COPY_CHUNK = 1 << 20
 #: (path, size, mtime_ns) -> what it unpacked to: a poll that finds the archive unchanged reuses it.
 _UNPACKED: dict[tuple[str, int, int], tuple[list, list[Skipped]]] = {}
@@ -71,6 +73,9 @@ def unpack(path: str, size: int, mtime_ns: int, keep) -> tuple[list, list[Skippe
                     continue
                 if total + member.size > MAX_BYTES:
                     skipped.append(Skipped(shown, f"archive members past {MAX_BYTES >> 30} GiB not read"))
+                    continue
+                if shutil.disk_usage(_tmpdir()).free < member.size + HEADROOM:
+                    skipped.append(Skipped(shown, "not enough free space in the temporary folder to unpack it"))
                     continue
                 src = tar.extractfile(member)
                 if src is None:

@@ -109,3 +109,10 @@ def test_members_past_the_cap_are_reported(tmp_path, monkeypatch):
             _member(tar, f"rank{i}.log", b"hello\n")
     files, skipped = discover([str(bundle)])
     assert len(files) == 2 and any("more than 2 members" in s.reason for s in skipped)
+
+
+def test_a_full_disk_skips_members_instead_of_filling_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(archives, "HEADROOM", 1 << 62)  # (no disk has that much free)
+    bundle = _pack(tmp_path / "bundle.tar", RUN, "w")
+    files, skipped = discover([str(bundle)])
+    assert files == [] and skipped and all("not enough free space" in s.reason for s in skipped)
