@@ -99,10 +99,6 @@ KNOWN_WRONG = {
                                          "others 64), so its third gather_for_metrics is smaller and gloo aborts it "
                                          "(SIGABRT, first, no traceback); the shard sizes are not compared and the "
                                          "size-mismatch abort alone does not say which side deviated",
-    "t74_hang_r0_w3_own_split": "under Fabric's own launcher rank 0 blocks on a lock and never reports; ranks 1 and "
-                                "2 time out in one backward; Fabric's observer (a thread of rank 0) then prints "
-                                "'[rank: 1] Child process ... terminated with code 1. Forcefully terminating all other "
-                                "processes': an echo of rank 1's timeout, read as a process's own failed exit",
     "t76_nodekill_n2_3x2_tee": "node sc-gpu-303 is lost whole (agent and both workers SIGKILLed): its console stops "
                                "at step 45 with no traceback and no table, the two surviving tables list ranks 0-3 "
                                "only and every surviving rank loses a peer; its unranked lines are not tied to ranks "

@@ -112,7 +112,9 @@ def _worker_rank(job: JobModel, ev: Event) -> int | None:
     if started is not None:
         return started
     st = state_for_pid(job, pid, host_of(job, ev), ev.file)
-    return st.rank if st is not None else None
+    if st is not None:
+        return st.rank
+    return ev.rank  # the report's own rank tag names the child (Lightning's observer: "[rank: 1] Child process ...")
 
 
 def _unit_rank(job: JobModel, ev: Event) -> int | None:
