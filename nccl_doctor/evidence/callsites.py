@@ -35,8 +35,9 @@ class OddSite:
     events: list[Event]
 
 
-def _site(st: RankState) -> tuple[tuple[str, int], Event, Event] | None:
-    """((script name, line), its frame, the exception) of the last echo the process raised."""
+def _site(st: RankState) -> tuple[tuple[str, int], Event, Event, bool] | None:
+    """((script name, line), its frame, the exception, whether its traceback goes through
+    torch.distributed) of the last echo the process raised."""
     evs = st.events
     for i in range(len(evs) - 1, -1, -1):
         exc = evs[i]
@@ -45,8 +46,10 @@ def _site(st: RankState) -> tuple[tuple[str, int], Event, Event] | None:
         text = " ".join(str(v) for v in (exc.get("msg"), exc.get("err")) if v) or exc.text
         if exc.kind == "python_exception" and not _CONSEQUENCE.search(text):
             return None  # its own error: a cause, told elsewhere
-        f = next((f for f in frames_above(evs, i, _EXC_KINDS) if f.kind == "py_script_frame"), None)
-        return ((script_name(f), int(f.get("srcline") or 0)), f, exc) if f is not None else None
+        frames = list(frames_above(evs, i, _EXC_KINDS))
+        f = next((f for f in frames if f.kind == "py_script_frame"), None)
+        in_c10d = any(f.kind == "torch_c10d_frame" for f in frames)
+        return ((script_name(f), int(f.get("srcline") or 0)), f, exc, in_c10d) if f is not None else None
     return None
 
 
@@ -57,8 +60,7 @@ def odd_call_site(job: JobModel) -> OddSite | None:
     a rank that hung in silence or failed of its own is another story (its own rules tell it)."""
     if not timeouts_by_pg(job):
         return None
-    sites: dict[int, tuple[tuple[str, int], Event, Event]] = {}
-    st_of: dict[int, RankState] = {}
+    sites: dict[int, tuple[tuple[str, int], Event, Event, bool]] = {}
     for st in job.ranks:
         if st.rank is None or st.rank in sites:
             continue
@@ -66,32 +68,25 @@ def odd_call_site(job: JobModel) -> OddSite | None:
             return None
         found = _site(st)
         if found is not None:
-            sites[st.rank], st_of[st.rank] = found, st
+            sites[st.rank] = found
     world = job.ranks_expected or len(job.known_ranks())
     if len(sites) < 3 or len(sites) != world or job.kinds("elastic_restart"):
         return None  # a rank that says nothing (hung, killed) or one that failed is the story; a restart mixes attempts
-    counts = Counter(key for key, _f, _e in sites.values())
+    counts = Counter(site[0] for site in sites.values())
     (top, n), *rest = counts.most_common()
-    odd = [r for r, (key, _f, _e) in sites.items() if key != top]
+    odd = [r for r, site in sites.items() if site[0] != top]
     if n < 2 or len(odd) != 1:
         return None
     rank = odd[0]
-    key, frame, exc = sites[rank]
+    key, frame, exc, in_c10d = sites[rank]
     text = " ".join(str(v) for v in (exc.get("msg"), exc.get("err")) if v) or exc.text
     if exc.kind not in _TIMEOUT_ECHOES and "imed out" not in text and "imeout" not in text \
-            and (not _in_collective(st_of[rank], exc) or rank in launcher_kills(job)):
+            and (not in_c10d or rank in launcher_kills(job)):
         # it lost a peer outside any collective, or when the launcher stopped it (a SIGTERM handler's own
         # collective): stopped where it hung, not a desync
         return None
-    majority = sorted(r for r, (k, _f, _e) in sites.items() if k == top)
+    majority = sorted(r for r, site in sites.items() if site[0] == top)
     lead = sites[majority[0]]
     return OddSite(rank, f"{key[0]}:{key[1]} (in {frame.get('func')})",
                    f"{top[0]}:{top[1]} (in {lead[1].get('func')})", majority, [frame, exc, lead[1], lead[2]])
 
-
-def _in_collective(st: RankState, exc: Event) -> bool:
-    """The traceback ``exc`` ends goes through torch.distributed: the rank was in a collective when its
-    peer went away (another collective than the others': the stray rank of a desync)."""
-    evs = st.events
-    i = next((k for k in range(len(evs) - 1, -1, -1) if evs[k] is exc), None)
-    return i is not None and any(f.kind == "torch_c10d_frame" for f in frames_above(evs, i, _EXC_KINDS))

@@ -77,9 +77,9 @@ def endings(job: JobModel) -> dict[int, Ending]:
         st = known.get(rank)
         own = [e for e in st.events if e.kind in _OWN and not harmless(job, e)] if st is not None else []
         # what it raised because it was stopped (the launcher's SIGTERM, an interrupt) is no ending of its own
-        stopped = [e for e in own if _terminated(job, e)]
-        own = [e for e in own if not _terminated(job, e)]
-        stopped_here = rank in killed or bool(stopped)
+        ended_by_stop = [_terminated(job, e) for e in own]
+        stopped_here = rank in killed or any(ended_by_stop)
+        own = [e for e, stop in zip(own, ended_by_stop, strict=True) if not stop]
         if rank in caused:
             how = "cause"
         elif rank in timed_ranks or (st is not None and id(st) in timed):
@@ -104,7 +104,7 @@ def endings(job: JobModel) -> dict[int, Ending]:
 
 #: A process's own words that a SIGTERM or SIGINT ended it: a handler's ``SystemExit(128 + signum)``,
 #: torch's SignalException ("Process 4242 got signal: 15"), Python's KeyboardInterrupt.
-_SIGTERM_EXIT = re.compile(r"^(?:143|-15|15|130)$")
+_STOP_EXIT = re.compile(r"^(?:143|-15|15|130)$")
 _SIGTERM_WORDS = re.compile(r"got signal: ?15\b|\bSIGTERM\b")
 
 
@@ -114,7 +114,7 @@ def _terminated(job: JobModel, ev: Event) -> bool:
     if root.kind != "python_exception":
         return False
     etype, msg = str(root.get("exc_type") or "").rsplit(".", 1)[-1], str(root.get("msg") or "").strip()
-    return (etype == "SystemExit" and _SIGTERM_EXIT.match(msg) is not None) or etype == "KeyboardInterrupt" \
+    return (etype == "SystemExit" and _STOP_EXIT.match(msg) is not None) or etype == "KeyboardInterrupt" \
         or (etype == "SignalException" and _SIGTERM_WORDS.search(msg) is not None)
 
 

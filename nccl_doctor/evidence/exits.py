@@ -22,7 +22,7 @@ from typing import Any
 from ..events import Event
 from ..model import JobModel, RankState
 from ..model.identity import file_rank
-from ..model.links import rank_list
+from ..model.links import expand_tasks, rank_list
 from .causes import _OWN_ERRORS, _REPORTS, _TABLE_EXCEPTION, CAUSE_KINDS, classify, worker_exit_code
 from .facts import _per_job, global_rank, host_of, int_in, owner
 from .timeouts import timeouts_by_pg
@@ -32,18 +32,6 @@ _OWN = frozenset(_OWN_ERRORS)
 _OWN_OR_CAUSE = (_OWN | frozenset(CAUSE_KINDS)) - frozenset(_REPORTS)
 #: Exceptions a launcher raises about its children (torchrun's own traceback ends in one of them).
 _LAUNCHER_TYPES = ("ChildFailedError", "SignalException")
-
-
-def expand_tasks(spec: str | None) -> list[int]:
-    """``8-13,15`` -> [8, 9, 10, 11, 12, 13, 15] (Slurm task lists)."""
-    out: list[int] = []
-    for part in str(spec or "").replace(" ", "").split(","):
-        lo, _, hi = part.partition("-")
-        if lo.isdigit() and (not hi or hi.isdigit()):
-            a, b = int(lo), int(hi) if hi else int(lo)
-            if 0 <= b - a <= 100_000:
-                out.extend(range(a, b + 1))
-    return out
 
 
 def _short_host(host: str | None) -> str | None:

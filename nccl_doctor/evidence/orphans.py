@@ -181,15 +181,17 @@ def _twin(f: Failure, fs: list[Failure]) -> Failure | None:
     """The one rank's failure among ``fs`` that raised the exception of loose failure ``f`` word for
     word, or None (none, or several: then the words single out nobody). A dying DataLoader worker's
     own line (no rank: it is the worker's, not the rank's) is the one rank's whose worker died."""
-    said = {e.text for e in f.events if e.kind == "python_exception"}
     if any(e.kind == "log_error" and _WORKER_DYING.match(str(e.get("msg") or "")) for e in f.events):
-        same = {g.rank: g for g in fs if g.rank is not None and g.label is None and not g.exit_only
-                and any(e.kind == "python_exception" and _WORKER_DIED.search(e.text) for e in g.events)}
-        return next(iter(same.values())) if len(same) == 1 else None
-    if not said:
-        return None
+        return _one_rank_raising(fs, lambda texts: any(_WORKER_DIED.search(t) for t in texts))
+    said = {e.text for e in f.events if e.kind == "python_exception"}
+    return _one_rank_raising(fs, lambda texts: bool(said & texts)) if said else None
+
+
+def _one_rank_raising(fs: list[Failure], raised) -> Failure | None:
+    """The failure of the one rank among ``fs`` whose own exception lines (their texts) satisfy
+    ``raised``, or None (none, or several)."""
     same = {g.rank: g for g in fs if g.rank is not None and g.label is None and not g.exit_only
-            and said & {e.text for e in g.events if e.kind == "python_exception"}}
+            and raised({e.text for e in g.events if e.kind == "python_exception"})}
     return next(iter(same.values())) if len(same) == 1 else None
 
 

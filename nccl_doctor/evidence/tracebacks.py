@@ -66,14 +66,18 @@ def _handled_starts(job: JobModel) -> dict[str, list[int]]:
 
 
 def caught(job: JobModel, ev: Event) -> bool:
-    """The exception line of a traceback that a handler's "..., skipping" heads: the traceback it
-    belongs to is the last one started before it in the file (its frames come in between)."""
-    handled = _handled_starts(job).get(ev.file)
-    if not handled:
+    """The exception line of a traceback that a handler's "..., skipping" heads."""
+    return _headed_by(job, ev, _handled_starts(job).get(ev.file))
+
+
+def _headed_by(job: JobModel, ev: Event, heads) -> bool:
+    """The traceback exception line ``ev`` ends (the last one started before it in the file: its
+    frames come in between) starts at one of ``heads`` (its file's headed traceback lines)."""
+    if not heads:
         return False
     starts = _starts_by_file(job).get(ev.file, [])
     i = bisect_left(starts, ev.line) - 1
-    return i >= 0 and ev.line - starts[i] <= 400 and starts[i] in handled
+    return i >= 0 and ev.line - starts[i] <= 400 and starts[i] in heads
 
 
 @_per_job
@@ -91,12 +95,7 @@ def _logged_starts(job: JobModel) -> dict[str, set[int]]:
 def logged(job: JobModel, ev: Event) -> bool:
     """The exception line of a traceback that a handler logged (``log.exception``): caught, whatever
     the process did next (carried on, exited, raised again: other lines tell)."""
-    heads = _logged_starts(job).get(ev.file)
-    if not heads:
-        return False
-    starts = _starts_by_file(job).get(ev.file, [])
-    i = bisect_left(starts, ev.line) - 1
-    return i >= 0 and ev.line - starts[i] <= 400 and starts[i] in heads
+    return _headed_by(job, ev, _logged_starts(job).get(ev.file))
 
 
 @_per_job

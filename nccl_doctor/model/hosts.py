@@ -7,6 +7,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from ..events import Event
+from .links import expand_tasks
 
 if TYPE_CHECKING:
     from .job import RankState
@@ -28,7 +29,7 @@ def name_hosts(ranks: list[RankState], events: list[Event], world: int | None = 
         elif e.kind == "elastic_cfe" and isinstance(e.get("rank"), int) and e.get("host"):
             rows[e.get("rank")].add(str(e.get("host")))
         elif e.kind == "slurm_task_exit" and e.get("host"):  # "srun: error: node01: task 0: Exited ..."
-            for t in _task_ids(str(e.get("tasks") or "")):
+            for t in expand_tasks(e.get("tasks"), most=4096):
                 tasks[t].add(str(e.get("host")))
         elif e.kind == "slurm_cancel" and e.rank is not None and e.get("host"):  # slurmstepd's, under its label
             tasks[e.rank].add(str(e.get("host")))
@@ -54,15 +55,3 @@ def name_hosts(ranks: list[RankState], events: list[Event], world: int | None = 
                 r.host = next(iter(hs))
     return sorted(seen_hosts | {r.host for r in ranks if r.host} | set(table_hosts.values())), table_hosts
 
-
-def _task_ids(spec: str) -> list[int]:
-    """Slurm's task list (``0``, ``8-13,15``), at most 4096 ids."""
-    out: list[int] = []
-    for part in spec.replace(" ", "").split(","):
-        lo, _, hi = part.partition("-")
-        if lo.isdigit() and (not hi or hi.isdigit()):
-            a, b = int(lo), int(hi or lo)
-            out.extend(range(a, min(b, a + 4096) + 1))
-        if len(out) >= 4096:
-            break
-    return out[:4096]

@@ -42,6 +42,20 @@ def rank_list(value: object) -> list[int]:
     return []
 
 
+def expand_tasks(spec: str | None, most: int | None = None) -> list[int]:
+    """``8-13,15`` -> [8, 9, 10, 11, 12, 13, 15] (Slurm task lists); at most ``most`` ids when given."""
+    out: list[int] = []
+    for part in str(spec or "").replace(" ", "").split(","):
+        lo, _, hi = part.partition("-")
+        if lo.isdigit() and (not hi or hi.isdigit()):
+            a, b = int(lo), int(hi) if hi else int(lo)
+            if 0 <= b - a <= 100_000:
+                out.extend(range(a, b + 1 if most is None else min(b + 1, a + most - len(out))))
+        if most is not None and len(out) >= most:
+            break
+    return out
+
+
 def _link_local_to_global(events: list[Event], uf: _Union) -> None:
     """torchrun's own lines map a node's local ranks to global ranks: the rendezvous result
     (``local_ranks=[0, 1]`` / ``global_ranks=[8, 9]``) and the ChildFailedError table
