@@ -61,20 +61,18 @@ def discover(paths: list[str], folders: dict[str, int] | None = None) -> tuple[l
         if key in seen:
             return  # the same file reached twice (symlink, overlapping arguments): read once
         seen.add(key)
-        if is_archive(display):  # a support bundle: its members, as the folder it was packed from
-            if not os.access(display, os.R_OK):
-                skipped.append(Skipped(display, "permission denied"))
-                return
-            got, why = unpack(display, st.st_size, st.st_mtime_ns, _member_kept)
-            files.extend(got)
-            skipped.extend(why)
-            return
-        if display.lower().endswith(_NOT_LOG_SUFFIXES) and not is_dump_name(display) and \
+        archive = is_archive(display)  # a support bundle: its members, as the folder it was packed from
+        if not archive and _excluded_by_name(display) is not None and \
                 not (display.lower().endswith(".json") and looks_like_file(display)):  # ncclras -f json
             skipped.append(Skipped(display, "not a log file (by its extension)"))
             return
         if not os.access(display, os.R_OK):
             skipped.append(Skipped(display, "permission denied"))
+            return
+        if archive:
+            got, why = unpack(display, st.st_size, st.st_mtime_ns, _excluded_by_name)
+            files.extend(got)
+            skipped.extend(why)
             return
         files.append(InputFile(display, display, st.st_size))
 
@@ -139,8 +137,9 @@ def discover(paths: list[str], folders: dict[str, int] | None = None) -> tuple[l
     return files, skipped
 
 
-def _member_kept(name: str) -> str | None:
-    """Why an archive member is not read (as ``add_file`` says of a file), or None."""
+def _excluded_by_name(name: str) -> str | None:
+    """Why a file (or an archive member) of this name is not read, or None: by its extension, unless
+    it names a flight-recorder dump."""
     if name.lower().endswith(_NOT_LOG_SUFFIXES) and not is_dump_name(name):
         return "not a log file (by its extension)"
     return None
