@@ -75,6 +75,8 @@ class LastLine:
     line: int
     text: str
     ts: float | None = None
+    #: The line carried a relay's label (``Launcher.relay``: on every line its process wrote).
+    relayed: bool = False
 
 
 @dataclass(slots=True)

@@ -48,6 +48,9 @@ class Launcher:
     regex: re.Pattern[str]
     ambiguous: bool
     samples: tuple[dict, ...]
+    #: Put by a launcher or relay on every line a process writes (its tracebacks too), unlike a
+    #: script's own rank tag, which only its log records carry.
+    relay: bool = False
 
 
 @lru_cache(maxsize=4)
@@ -57,7 +60,7 @@ def load_launchers(directory: str | None = None) -> tuple[Launcher, ...]:
     out = []
     for item in data.get("launcher", []):
         out.append(Launcher(item["name"], re.compile(item["regex"]), bool(item.get("ambiguous", False)),
-                            tuple(item.get("samples", ()))))
+                            tuple(item.get("samples", ())), bool(item.get("relay", False))))
     return tuple(out)
 
 
@@ -79,6 +82,7 @@ class LauncherStripper:
         all_l = launchers or load_launchers()
         self.modes = modes
         self.active = tuple(lc for lc in all_l if not lc.ambiguous or lc.name in modes)
+        self.relays = frozenset(lc.name for lc in all_l if lc.relay)
         self._gate = _gate(self.active)
 
     def strip(self, text: str, nested: bool = False) -> tuple[dict, str]:

@@ -10,13 +10,12 @@ from __future__ import annotations
 import os
 import re
 import time
-from array import array
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from .discover import InputFile
 from .eventcap import EventCap
 from .events import Event
+from .filescan import FileScan
 from .jsonlog import RECORD_LAUNCHERS
 from .launchers import LauncherStripper, detect_modes, head_lines
 from .prefilter import HitLines, Prefilter
@@ -50,54 +49,8 @@ REPEAT_CAPS: dict[bytes, tuple[int, str]] = {
 }
 _REPEAT_KIND = {kind: lit for lit, (_cap, kind) in REPEAT_CAPS.items()}
 _HEADER = ("host", "pid", "cuda_dev")
-#: Kinds read (the line is known, not unparsed, not a wrapped record) but never kept as events.
-UNKEPT_KINDS = frozenset(("py_lib_frame",))
 #: Bytes that line cleaning may remove (control characters but tab, newline, carriage return).
 _CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-
-
-@dataclass(slots=True)
-class FileScan:
-    path: str
-    size: int = 0
-    lines: int = 0
-    bytes: int = 0
-    parsed: int = 0
-    events: list[Event] = field(default_factory=list)
-    last_lines: dict = field(default_factory=dict)  # writer key -> LastLine
-    modes: tuple[str, ...] = ()
-    skipped: str | None = None  # whole file skipped (binary, unreadable)
-    issue: str | None = None  # partly read
-    mtime: float | None = None
-    #: (first ts, last ts, line) of timestamped lines from outside the job (no launcher label) that
-    #: follow the job's last labelled line: time that passed with no output from the job.
-    quiet: tuple | None = None
-    repeats: dict = field(default_factory=dict)  # REPEAT_CAPS literal -> lines parsed so far
-    last_repeat: dict = field(default_factory=dict)  # REPEAT_CAPS literal -> (line_no, raw) skipped last
-    #: Batch scans cap their events (see eventcap): the times of every step line, those of them
-    #: without a year (index, MMDD, hh:mm:ss), and year -> events dated with one. None: not counted.
-    step_ts: array | None = None
-    step_mmdd: list | None = None
-    years: dict | None = None
-    #: The file's first bytes look like a document (a flight-recorder dump, an ncclras JSON report):
-    #: not scanned; the caller that asked (``scan(f, documents=...)``) reads it as one.
-    document: bool = False
-    #: The file lists its lines newest first (see reading.newest_first) and was read oldest first: its
-    #: number of lines (event line ``i`` is the file's line ``n + 1 - i`` until model.order restores it).
-    flipped: int = 0
-    capper: EventCap | None = None  # while scanning only
-
-    @property
-    def unparsed(self) -> int:
-        return max(0, self.lines - self.parsed)
-
-    def add(self, ev: Event) -> None:
-        if ev.kind in UNKEPT_KINDS:
-            return  # a known line that tells nothing (a library's traceback frame)
-        if self.capper is None:
-            self.events.append(ev)
-        else:
-            self.capper.add(ev)
 
 
 class Scanner:

@@ -66,9 +66,13 @@ def last_lines(tail: bytes, total: int, stripper: LauncherStripper, year: int, o
                     quiet_ts.append(t)
             else:
                 job_line = line_no
+        last = None
         for k in keys:
             if k not in seen:
-                seen[k] = LastLine(out.path, line_no, rest.strip()[:MAX_TEXT], event_time(lf, year))
+                if last is None:
+                    last = LastLine(out.path, line_no, rest.strip()[:MAX_TEXT], event_time(lf, year),
+                                    not stripper.relays.isdisjoint(lf.get("launchers", ())))
+                seen[k] = last
         if (single or wanted.issubset(seen)) and (not labelled or job_line is not None):
             break
     out.last_lines = seen

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from linear import assert_linear
 
+from nccl_doctor.filescan import UNKEPT_KINDS
 from nccl_doctor.formats import FormatError, load_formats
 from nccl_doctor.kinds import KINDS
-from nccl_doctor.scanner import UNKEPT_KINDS
 
 ROOT = Path(__file__).resolve().parent.parent
 PARSERS = ROOT / "parsers"

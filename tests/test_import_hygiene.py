@@ -38,13 +38,13 @@ LAYERS = [
     ("reading", ["events", "findings", "kinds", "resources", "timeparse", "reading", "records", "formats", "regex_facts",
                  "format_files", "launchers", "jsonlog", "prefilter", "discover", "archives", "flightrec", "rasjson", "wrapped",
                  "__version__", "report.safe"]),  # the one cleaning function: every layer may make text inert
-    ("scan", ["scanner", "fastscan", "eventcap", "scan_events", "writers"]),
+    ("scan", ["scanner", "filescan", "fastscan", "eventcap", "scan_events", "writers"]),
     ("model", ["model"]),
     ("evidence", ["evidence"]),
     ("rules", ["rules"]),
     ("verdict", ["verdict", "headline"]),
     # report.jsonout builds the JSON contract that Report.to_dict() returns to library callers.
-    ("analysis", ["analysis", "incremental", "alerts", "report.jsonout", "report.reach"]),
+    ("analysis", ["analysis", "incremental", "growing", "alerts", "report.jsonout", "report.reach"]),
     ("faces", ["report", "timeline", "timeline_last", "plot", "tui", "watch", "webhook", "output", "cli", "__main__",
                "__init__"]),
 ]

@@ -15,7 +15,7 @@ from liveruns.replay import Clock, replay, timed_lines
 from nccl_doctor import Analyzer
 from nccl_doctor.alerts import Alerts
 from nccl_doctor.findings import Finding, Severity
-from nccl_doctor.incremental import MAX_MARKS
+from nccl_doctor.growing import MAX_MARKS
 from nccl_doctor.watch import Watcher
 
 

@@ -808,3 +808,47 @@ def test_excerpts_made_with_grep_and_tail():
     # others time out
     report = _run("t46_tail60_hang_r1_w4_rankfiles")
     assert report.verdict["ranks"] == [1]
+
+
+def test_a_rotated_log_s_undated_last_line_is_newer_than_the_older_rotation_s(tmp_path):
+    # logrotate's copies: x.log holds the newest lines, x.log.1 the older. The current log ends on a
+    # traceback's exception line, which carries no time; the rotated copy ends on a dated step line
+    # written before it. The rank's last line is the current log's (its lines' times say so).
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "train_rank1.log.1").write_text(
+        "2026-11-27 20:33:22,037 INFO [rank 1] trainer: step 18/40 loss 2.2277\n"
+        "2026-11-27 20:33:22,462 INFO [rank 1] trainer: step 19/40 loss 2.2655\n")
+    (logs / "train_rank1.log").write_text(
+        "2026-11-27 20:33:22,680 INFO [rank 1] trainer: step 20/40 loss 2.2091\n"
+        "2026-11-27 20:33:23,310 ERROR [rank 1] trainer: training failed at step 21\n"
+        "Traceback (most recent call last):\n"
+        '  File "/job/train.py", line 160, in main\n'
+        "    strike(step)\n"
+        "ValueError: could not decode sample 48213\n")
+    (logs / "train_rank0.log").write_text("2026-11-27 20:33:22,680 INFO [rank 0] trainer: step 20/40 loss 2.2091\n")
+    rep = analyze(str(tmp_path))
+    last = rep.job.ranks[1].last_line
+    assert (Path(last.file).name, last.line) == ("train_rank1.log", 6)
+
+
+REALRUNS = Path(__file__).resolve().parent.parent / "fixtures" / "realruns"
+
+
+def test_a_rank_s_last_line_in_a_console_is_its_own_not_the_launcher_table_after_it():
+    # abort_r1_w2's console: rank 0's last "[rank0]:" line is line 16 (its RuntimeError); torchrun's
+    # own lines follow (its closing signal, its ChildFailedError table ending on a "====" line).
+    rep = analyze(str(REALRUNS / "abort_r1_w2"))
+    last = rep.job.ranks[0].last_line
+    assert (Path(last.file).name, last.line) == ("console.log", 16)
+    assert last.text.startswith("RuntimeError: [/__w/pytorch/pytorch/third_party/gloo")
+
+
+def test_an_unlabelled_line_a_rank_s_own_file_ends_on_is_still_its_own():
+    # t53's --log-dir stderr.log of rank 3 (no launcher writes there): its "[rank3]:" traceback is
+    # followed by the C++ runtime's "terminate called without an active exception", which torch's
+    # label does not reach: that line, the file's last, is the rank's last.
+    rep = analyze(str(REALRUNS / "t53_resume_stale_config_r3_w4_logdirq"))
+    last = next(r for r in rep.job.ranks if r.rank == 3).last_line
+    assert last.text == "terminate called without an active exception"
+    assert Path(last.file).name == "stderr.log"

@@ -22,7 +22,7 @@ import pytest
 from conftest import local_http_server
 
 import nccl_doctor
-import nccl_doctor.incremental as incremental
+import nccl_doctor.growing as growing
 from nccl_doctor import Analyzer
 from nccl_doctor.discover import discover
 from nccl_doctor.watch import Watcher, WebhookSender
@@ -118,9 +118,9 @@ def _generate(tmp_path: Path, scenario: str = "MN3", ranks: int = 16, layout: st
 
 # ---- the incremental analyzer equals analyze() ---------------------------------------------------
 
-@pytest.mark.parametrize("commit_bytes", [incremental.COMMIT_BYTES, 64], ids=["default", "tiny-commits"])
+@pytest.mark.parametrize("commit_bytes", [growing.COMMIT_BYTES, 64], ids=["default", "tiny-commits"])
 def test_analyzer_equals_analyze_on_real_excerpts(monkeypatch, commit_bytes):
-    monkeypatch.setattr(incremental, "COMMIT_BYTES", commit_bytes)
+    monkeypatch.setattr(growing, "COMMIT_BYTES", commit_bytes)
     live = Analyzer()
     _feed_tree(live, REAL, random.Random(7))
     assert live.report().to_dict() == nccl_doctor.analyze(str(REAL)).to_dict()
@@ -128,7 +128,7 @@ def test_analyzer_equals_analyze_on_real_excerpts(monkeypatch, commit_bytes):
 
 @pytest.mark.parametrize("log", REAL_LOGS, ids=[p.stem for p in REAL_LOGS])
 def test_analyzer_line_by_line_equals_analyze_per_file(monkeypatch, log):
-    monkeypatch.setattr(incremental, "COMMIT_BYTES", 256)
+    monkeypatch.setattr(growing, "COMMIT_BYTES", 256)
     live = Analyzer()
     _feed_tree(live, log)
     assert live.report().to_dict() == nccl_doctor.analyze(str(log)).to_dict()
@@ -169,7 +169,7 @@ def test_analyzer_equals_analyze_on_real_runs(monkeypatch, run):
     what() pairs, tracebacks' quoted source lines must come out as the batch reader reads them."""
     from nccl_doctor.analysis import _flight_recorder
 
-    monkeypatch.setattr(incremental, "COMMIT_BYTES", 256)
+    monkeypatch.setattr(growing, "COMMIT_BYTES", 256)
     live = Analyzer()
     files, skipped = discover([str(run)])
     events, logs, dump_skipped = _flight_recorder(files)  # as watch does: dumps are not lines
@@ -189,7 +189,7 @@ def test_analyzer_equals_analyze_on_real_runs(monkeypatch, run):
 @pytest.mark.parametrize("scenario,layout", [("MN3", "srun-interleaved"), ("RK1", "kubectl"),
                                              ("NET1", "nccl-debug-file"), ("MN5", "per-rank")])
 def test_analyzer_equals_analyze_on_generated_jobs(tmp_path, monkeypatch, scenario, layout):
-    monkeypatch.setattr(incremental, "COMMIT_BYTES", 4096)
+    monkeypatch.setattr(growing, "COMMIT_BYTES", 4096)
     job = _generate(tmp_path, scenario, 8, layout)
     live = Analyzer()
     _feed_tree(live, job)

@@ -274,7 +274,9 @@ def build_job(events: list[Event], scans: list) -> JobModel:
             for f in p.files:
                 ranks_in[f].add(p.rank)
     shared = {f for f, rs in ranks_in.items() if len(rs) > 1}
-    ranks = [_rank_state(p, last_by_file, shared) for p in chosen]
+    # Files torchrun's agent wrote into too (a console): an unlabelled line there may be the agent's
+    agent_files = {e.file for e in events if e.kind.startswith("elastic_")}
+    ranks = [_rank_state(p, last_by_file, shared, agent_files) for p in chosen]
     _reconcile_across_ranks(ranks)
     ranks.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.host or "", r.pid or 0))
     hosts, table_hosts = name_hosts(ranks, events, world)
@@ -294,7 +296,8 @@ def build_job(events: list[Event], scans: list) -> JobModel:
     return job
 
 
-def _rank_state(p: Proc, last_by_file: dict[str, dict], shared: set[str] = frozenset()) -> RankState:
+def _rank_state(p: Proc, last_by_file: dict[str, dict], shared: set[str] = frozenset(),
+                agent_files: set[str] = frozenset()) -> RankState:
     evs = sorted(p.events, key=by_place)
     st = RankState(rank=p.rank, host=p.host, pid=p.pid, cuda_dev=p.cuda_dev, local_rank=p.local_rank,
                    rank_source=p.rank_source, files=sorted(p.files), events=evs)
@@ -318,7 +321,7 @@ def _rank_state(p: Proc, last_by_file: dict[str, dict], shared: set[str] = froze
         if k in _PROGRESS_KINDS:
             _progress(st, e)
     st.stage = STAGES[best]
-    st.last_line = rank_last_line(p, last_by_file, shared)
+    st.last_line = rank_last_line(p, last_by_file, shared, agent_files)
     _reconcile_unnamed_pg(st)
     return st
 

@@ -106,16 +106,16 @@ def test_a_bug_in_one_dump_costs_that_dump_only(tmp_path, monkeypatch):
 
 def test_a_bug_while_following_one_file_costs_that_file_only(monkeypatch):
     """watch's incremental analyzer contains a failure to its source, as the batch scanner does."""
-    from nccl_doctor import Analyzer, incremental
+    from nccl_doctor import Analyzer, growing
 
-    real = incremental._ChunkScanner.scan_chunk
+    real = growing._ChunkScanner.scan_chunk
 
     def flaky(self, chunk, base_line, stripper, year, out):
         if out.path == "bad.log":
             raise ValueError("boom")
         return real(self, chunk, base_line, stripper, year, out)
 
-    monkeypatch.setattr(incremental._ChunkScanner, "scan_chunk", flaky)
+    monkeypatch.setattr(growing._ChunkScanner, "scan_chunk", flaky)
     analyzer = Analyzer()
     analyzer.feed_bytes("good.log", GOOD.read_bytes())
     analyzer.feed_bytes("bad.log", GOOD.read_bytes())
