@@ -4,8 +4,8 @@ msg="step 10"``: structlog's key-value renderer, logrus, Go services), keys in `
 
 A record is decoded into what a launcher prefix would give (rank, local rank, host, pid, time) and
 the text the patterns read: its message (the object's own text when the message is one word, an
-event's name); at error level, the exception it carries (the last line of
-its traceback) or else the message as a printed ``ERROR: ...`` line, so that it is that writer's
+event's name); at error level, the exception it carries (the last line of its traceback, in an
+exception key or in the message itself) or else the message as a printed ``ERROR: ...`` line, so that it is that writer's
 own error as a plain log's would be. Anything else (a truncated line, an array, an object with no
 message) is not a record and stays the line it is. Bounded: long lines are not decoded, and JSON
 nested too deep to decode is no record.
@@ -154,7 +154,11 @@ def _record(obj: dict, rest: str, name: str) -> tuple[dict, str] | None:
     body = next((ln.rstrip() for ln in msg[:MAX_TEXT].splitlines() if ln.strip()), "")
     level = _lookup(obj, keys["level"], _is_text)
     if level is not None and level.upper() in keys["error_levels"]:
-        body = _last_line(_lookup(obj, keys["exception"], _last_line)) or (f"ERROR: {body}" if body else "")
+        # the exception line of the traceback it carries: in an exception key, or in the message itself
+        # (Ray Train's worker logs: "Error in training function:\nTraceback ...")
+        exc = _last_line(_lookup(obj, keys["exception"], _last_line)) \
+            or (_last_line(msg) if "Traceback (most recent call last)" in msg[-64 * 1024:] else "")
+        body = exc or (f"ERROR: {body}" if body else "")
     elif " " not in body and not _shipped_line(obj, msg):
         # One word is an event's name ('"event": "step", "iter": 12, "loss": 2.09'), not what it
         # says: the patterns read the object's own keys, as in a line (training.toml's JSON counter).

@@ -852,3 +852,56 @@ def test_an_unlabelled_line_a_rank_s_own_file_ends_on_is_still_its_own():
     last = next(r for r in rep.job.ranks if r.rank == 3).last_line
     assert last.text == "terminate called without an active exception"
     assert Path(last.file).name == "stderr.log"
+
+
+_DDP_CHECK = ("[rank{me}]: RuntimeError: DDP expects same model across all ranks, but Rank {me} has {mine} params, "
+              "while rank {other} has inconsistent {theirs} params.")
+
+
+def _ddp_console(tmp_path, sizes: dict[int, int], other_of: dict[int, int]) -> list[int]:
+    # Shapes of t82_oldrev_n2_3x1_ddp_tee: every rank raises DDP's construction check, naming a peer.
+    lines = []
+    for me, other in other_of.items():
+        lines += [f"[rank{me}]: Traceback (most recent call last):",
+                  f'[rank{me}]:   File "/job/train.py", line 88, in main',
+                  f"[rank{me}]:     model = DDP(model)",
+                  _DDP_CHECK.format(me=me, mine=sizes[me], other=other, theirs=sizes[other])]
+    _write(tmp_path, "console.log", lines)
+    return (analyze([str(tmp_path)], jobs=1).verdict or {}).get("ranks") or []
+
+
+def test_the_rank_every_other_rank_s_ddp_check_names_is_the_odd_model(tmp_path):
+    # ranks 0 and 1 (4 params) both name rank 2 (6 params); rank 2 names rank 0: rank 2's model is the odd one
+    assert _ddp_console(tmp_path, {0: 4, 1: 4, 2: 6}, {0: 2, 1: 2, 2: 0}) == [2]
+
+
+def test_two_ranks_naming_each_other_single_out_neither(tmp_path):
+    assert _ddp_console(tmp_path, {0: 4, 1: 6}, {0: 1, 1: 0}) == [0, 1]
+
+
+def test_a_traceback_a_library_says_is_safe_to_ignore_is_no_failure(tmp_path):
+    # Shapes of t80_poll_r2_w4_plain_redirect: Ray Train's controller logs a GetTimeoutError at start-up
+    # under "it's safe to ignore this error", then starts the workers; nothing else failed.
+    _write(tmp_path, "console.log", [
+        "(TrainController pid=23473) Failed to send resource request for train-96cc. If this only happens transiently "
+        "during network partition or CPU being overloaded, it's safe to ignore this error.",
+        "(TrainController pid=23473) Traceback (most recent call last):",
+        '(TrainController pid=23473)   File "/venv/lib/python3.11/site-packages/ray/_private/worker.py", line 3009, in get',
+        "(TrainController pid=23473)     values, debugger_breakpoint = worker.get_objects(",
+        "(TrainController pid=23473) ray.exceptions.GetTimeoutError: Get timed out: some object(s) not ready.",
+        "(TrainController pid=23473) Attempting to start training worker group of size 4",
+    ])
+    # (RK1 may still say, as information, that it was caught and the job went on)
+    assert [str(f.severity) for f in analyze([str(tmp_path)], jobs=1).findings if f.rule == "RK1"] in ([], ["info"])
+
+
+def test_a_json_record_whose_message_holds_a_traceback_reads_as_its_exception_line():
+    from nccl_doctor.incremental import parse_lines
+
+    # Ray Train's worker log (ray-train-app-worker-*.log): the formatted traceback inside "message"
+    record = ('{"asctime": "2026-11-27 22:09:11,881", "levelname": "ERROR", "message": "Error in training function:\\n'
+              'Traceback (most recent call last):\\n  File \\"/job/train.py\\", line 171, in loop\\n    loss.backward()\\n'
+              'RuntimeError: [../gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 20000ms for recv operation '
+              'to complete", "world_rank": 1}')
+    events = parse_lines([record])
+    assert [(e.kind, e.get("exc_type"), e.get("timeout_ms")) for e in events] == [("gloo_timeout", "RuntimeError", 20000)]

@@ -103,6 +103,15 @@ KNOWN_WRONG = {
                                "at step 45 with no traceback and no table, the two surviving tables list ranks 0-3 "
                                "only and every surviving rank loses a peer; its unranked lines are not tied to ranks "
                                "4-5, which are read as one rank that left early on another node",
+    "t81_syncbn_evalmode_r0_w4_zero_logdirq": "rank 0's quick evaluation returned early leaving its synchronised "
+                                              "BatchNorm in eval mode (0/stdout.log:6 'no usable held-out record, "
+                                              "skipped'), so it skipped the forward's all_reduce; gloo aborts rank 3 "
+                                              "('2020 vs 32'), rank 1 prints nothing and rank 3 leaves no stack: naming "
+                                              "rank 0 is an inference from its warning and its backward() frame",
+    "t82_timeout_n1_2x2_redirect": "dgx-q-06's ranks run with a 15 s process-group timeout where the job uses 60 s "
+                                   "(dgx-q-06.log:15-16 against dgx-q-05.log:15-16, the scripts' own banners): they "
+                                   "give up while rank 0 uploads a checkpoint for 22 s (dgx-q-05.log:30-31); the "
+                                   "verdict blames ranks 0-1 as lagging, though rank 1 waited in the barrier too",
     "t75_hang_r3_w4_split": "torchtitan's --local-ranks-filter 0 shows rank 0 alone: it times out in all_gather and "
                             "exits first; ranks 1-3 are all SIGTERMed, so neither the table nor any line tells that "
                             "rank 3 (blocked opening a FIFO) was the one the others waited for",

@@ -34,7 +34,10 @@ _CONSEQUENCE = re.compile(
     # gloo's transport receiving another collective's data: the symptom of a desync (DSY1)
     r"|collective mismatch|data size doesn't match expected size"
     # TORCH_DISTRIBUTED_DEBUG=DETAIL's check: every rank reports the mismatch, one of them caused it
-    r"|Detected mismatch between collectives",
+    r"|Detected mismatch between collectives"
+    # torch's Join(throw_on_early_termination=True): the ranks that still had inputs learn that another
+    # ran out (that rank raises "Rank N exhausted all inputs.", its own)
+    r"|Detected at least one rank that exhausted inputs",
 )
 #: Exception types that only report that a child/peer failed.
 _ECHO_TYPES = ("ChildFailedError", "CalledProcessError", "ProcessExitedException", "ProcessRaisedException",

@@ -20,6 +20,8 @@ from collections import defaultdict
 from ..events import Event
 from ..model import JobModel
 from ..model.job import ERROR_KINDS
+from ..model.links import rank_list
+from .accused import accused_failures
 from .causes import _PEER_GONE, _REPORTS, CAUSE_KINDS, NETWORK_KINDS, classify
 from .dumps import dump_facts
 from .exits import (
@@ -303,6 +305,7 @@ def failures(job: JobModel) -> list[Failure]:
     out = [f for f in out if not all(harmless(job, e) for e in f.events)]  # (teardown noise: evidence.teardown)
     out += _handled_failures(job, handled, out)
     out = spread_failures(job, out)  # (ranks failing alike on one rank's NaN: evidence.numerics)
+    out = accused_failures(job, out)  # (ranks failing alike, each naming one rank's model: evidence.accused)
     if not out:
         out += _exits_together(job)
     files = {p: i for i, p in enumerate(job.files)}
@@ -329,6 +332,8 @@ def _recovered(job: JobModel, f: Failure) -> bool:
     file was printed before it (torchrun forwards stdout and stderr by separate threads)."""
     if any(e.kind in _REPORTS for e in f.events):
         return False
+    if f.rank is not None and any(f.rank in rank_list(str(e.get("ranks") or "")) for e in job.by_kind("ray_error_snippet")):
+        return False  # Ray's driver reports that rank's training function failed: it did not go on
     ev = f.events[0]
     if f.state is not None and all(e.kind == "log_error" for e in f.events):
         # A logged error is a cause only as the rank's last word: any later line of its own (a step,

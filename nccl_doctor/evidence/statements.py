@@ -146,3 +146,35 @@ def mismatch_sender(job: JobModel) -> tuple[int, Event] | None:
         if frame is not None and frame.get("op") in _SENDS:
             sending[st.rank] = frame
     return next(iter(sending.items())) if len(sending) == 1 else None
+
+
+#: A launcher's report that a worker died by SIGABRT (gloo's enforce ends in std::terminate, then abort).
+_ABORTED = (-6, 134)
+
+
+@_per_job
+def mismatch_spared(job: JobModel) -> tuple[int, list[int]] | None:
+    """(rank, the receivers) when gloo aborted every rank of the job but one on a size mismatch.
+
+    Each receiver got more (or less) data from a peer than its collective posted; when all ranks but
+    one report it, the data they disagree with came from the one rank they have in common, which
+    gloo spared (its own receives matched): that rank ran the odd collective (another size, another
+    op). With two ranks nothing tells the sides apart, so at least three. A report that names no rank
+    (a console without rank labels) is matched to the launcher's table of ranks that died by SIGABRT,
+    only when they are as many as the reports."""
+    torn, _ = mismatch_reports(job)
+    world = job.ranks_expected
+    if not torn or world is None or world < 3:
+        return None
+    named = {global_rank(job, e) for e in torn}
+    receivers = named - {None}
+    if None in named:
+        aborted = {r for e in job.by_kind("elastic_cfe") if int_in(e.get("exitcode")) in _ABORTED
+                   and (r := int_in(e.get("rank"))) is not None}
+        if len(aborted | receivers) != len(torn):
+            return None
+        receivers |= aborted
+    spared = set(range(world)) - receivers
+    if len(spared) != 1 or len(receivers) != world - 1:
+        return None
+    return next(iter(spared)), sorted(receivers)

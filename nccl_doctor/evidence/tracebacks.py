@@ -45,9 +45,9 @@ def _event_lines(job: JobModel) -> dict[str, set[int]]:
 
 
 #: What a handler logs above a traceback it caught and went on from ("failed to decode sample 7, skipping",
-#: "download failed (attempt 1/3), retrying in 1.0s").
+#: "download failed (attempt 1/3), retrying in 1.0s", "it's safe to ignore this error").
 CARRIES_ON = re.compile(r"\b(?:skipping|skipped|retrying|will retry|trying again|ignoring|ignored|continuing|"
-                         r"falling back)\b", re.I)
+                         r"falling back|safe to ignore)\b", re.I)
 
 
 @_per_job

@@ -212,6 +212,13 @@ def _link_identity_labels(uf: _Union) -> None:
 _STREAM_EXTS = (".out", ".err")
 
 
+def _named_rank(ev: Event) -> int | None:
+    """The global rank a line names: its label's, or a script's "rank 1/3" banner's (before the job
+    model has set ``Event.rank`` from it)."""
+    r = ev.rank if ev.rank is not None else ev.fields.get("rank") if ev.kind == "rank_world" else None
+    return r if isinstance(r, int) else None
+
+
 def _link_stream_pairs(events: list[Event], uf: _Union) -> None:
     """A file of one process's stderr (``X.err``) whose lines name no rank, beside its stdout (``X.out``)
     whose lines name one rank only: that rank's. Never a console's pair (``job.out`` naming several
@@ -222,8 +229,8 @@ def _link_stream_pairs(events: list[Event], uf: _Union) -> None:
     named: dict[str, set[int]] = defaultdict(set)
     for ev in events:
         if ev.file.endswith(_STREAM_EXTS):
-            r = ev.rank if ev.rank is not None else ev.fields.get("rank") if ev.kind == "rank_world" else None
-            named[ev.file].add(r) if isinstance(r, int) else named.setdefault(ev.file, set())
+            r = _named_rank(ev)
+            named[ev.file].add(r) if r is not None else named.setdefault(ev.file, set())
     by_stem: dict[str, list[str]] = defaultdict(list)
     for f in named:
         by_stem[os.path.splitext(f)[0]].append(f)
@@ -249,8 +256,40 @@ def shared_local_labels(events: list[Event]) -> set[tuple[str, int]]:
     return {k for k, ranks in seen.items() if len(ranks) > 1}
 
 
+#: Kinds that only a launcher, a scheduler or a driver writes (about its workers): a file holding one is
+#: theirs too, and its lines that name nobody may be theirs.
+_NOT_A_WORKER = ("elastic_", "slurm_", "mp_spawn", "ds_exit", "mpi_abort", "ray_", "shell_job", "worker_exit",
+                 "worker_mem_kill", "unit_exit")
+
+
+def _link_one_rank_files(events: list[Event], uf: _Union) -> None:
+    """A file in which only the script's own banner names a rank ("rank 1/3": a node's ``X.out`` of one
+    worker), one rank, and which no launcher writes into: its lines that name nobody (steps, records)
+    are that rank's. A console of several writers names several, holds a launcher's lines, or labels
+    its lines (then the unlabelled ones may be another writer's)."""
+    files = {key[1] for key in uf.parent if key[0] == "file"}
+    if not files:
+        return
+    ranks: dict[str, set] = defaultdict(set)
+    for ev in events:
+        if ev.file not in files:
+            continue
+        if ev.kind.startswith(_NOT_A_WORKER) or ev.local_rank is not None or ev.fields.get("excerpt_of") is not None:
+            ranks[ev.file].add(None)  # a launcher's file, a label, an excerpt of other files: not one rank's
+        elif ev.kind == "rank_world" and ev.rank is None and isinstance(r := ev.fields.get("rank"), int):
+            ranks[ev.file].add(r)  # the script's own "rank 1/3" banner
+        elif ev.rank is not None or ev.host is not None or ev.pid is not None:
+            # a label or a writer's prefix: the file's other lines may be another writer's (C++ output
+            # torch's label misses, a console's other ranks)
+            ranks[ev.file].add(("writer", ev.rank, ev.host, ev.pid))
+    for f, named in ranks.items():
+        if len(named) == 1 and isinstance(r := next(iter(named)), int):
+            uf.union(("rank", r), ("file", f))
+
+
 def link_launcher_maps(events: list[Event], uf: _Union) -> None:
     _link_stream_pairs(events, uf)
+    _link_one_rank_files(events, uf)
     _link_local_to_global(events, uf)
     _link_log_folders(events, uf)
     _link_ray_workers(events, uf)

@@ -23,7 +23,7 @@ from ..evidence.callsites import odd_call_site
 from ..evidence.dumps import Mismatch as DumpMismatch
 from ..evidence.dumps import dump_facts
 from ..evidence.facts import name_ranks, pg_label
-from ..evidence.statements import TRANSPORT_MISMATCH, mismatch_reports, mismatch_sender
+from ..evidence.statements import TRANSPORT_MISMATCH, mismatch_reports, mismatch_sender, mismatch_spared
 from ..evidence.steps import step_outlier, uneven_epoch
 from ..findings import Finding
 from ..model import JobModel
@@ -152,6 +152,14 @@ def _reported_mismatch(job: JobModel) -> list[Mismatch]:
                     f"that was sending point-to-point when the receiver died (its traceback stops in "
                     f"{frame.get('op')}): it sent a tensor of another size than its peer expected",
                     [rank], [facts.host_of(job, frame)], [*torn[:2], frame], [rank]))
+    elif torn and (spared := mismatch_spared(job)) is not None:
+        # Every rank but one aborted on the data it received: the one they have in common sent it.
+        rank, receivers = spared
+        st = job.known_ranks().get(rank)
+        out.append((f"gloo aborted {name_ranks(receivers)} on data of another size than their collective expected "
+                    f"(\"{TRANSPORT_MISMATCH.search(torn[0].text).group(0)}\"), every rank but rank {rank}: the data "
+                    f"came from the one rank they have in common, which ran a collective of another size or kind",
+                    [rank], [st.host if st is not None else None], torn[:4], [rank]))
     elif torn:
         # The receiver cannot tell which side deviated: name no culprit, only what happened.
         who = name_ranks(facts.global_rank(job, e) for e in torn) or "a process"
