@@ -269,6 +269,8 @@ KINDS: dict[str, str] = {
     "py_lib_frame": "a traceback frame in Python's own modules or a package: read, never kept (no event)",
     "py_script_frame": "path, srcline, func: a traceback frame in the job's own code (not Python's or a package's)",
     "file_header": "path: head's or tail's '==> path <==' before each file's lines: the lines after it are that file's",
+    "log_warning": "level, msg: a record at warning level in the job's own words (no other pattern's): what one "
+                   "rank alone said before a desync",
     "log_carry_on": "carry: a handler's message that it caught something and goes on ('..., skipping', 'retrying in 1.0s'):"
                     " the traceback right below it was handled",
     "train_step": "step, total: a training progress line (Megatron 'iteration N/ M' with ts when dated "

@@ -905,3 +905,32 @@ def test_a_json_record_whose_message_holds_a_traceback_reads_as_its_exception_li
               'to complete", "world_rank": 1}')
     events = parse_lines([record])
     assert [(e.kind, e.get("exc_type"), e.get("timeout_ms")) for e in events] == [("gloo_timeout", "RuntimeError", 20000)]
+
+
+def _desync_console(tmp_path, warn_ranks: dict[int, str]) -> list[int]:
+    # Shapes of t59_shape_r1_w4_manual_plain_tee3 (torch's rank labels here): every rank logs its steps; gloo aborts one rank on a
+    # size mismatch (no rank label on the terminate line), the others lose it.
+    lines = []
+    for r in range(4):
+        lines += [f"[rank{r}]:step 11 loss 2.{r}1"]
+    for r, text in warn_ranks.items():
+        lines += [f"[rank{r}]:warning: {text}"]
+    lines += ["terminate called after throwing an instance of 'gloo::EnforceNotMet'",
+              "  what():  [enforce fail at /__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:456] "
+              "op.preamble.length <= op.nbytes. 1024 vs 960. Received data size doesn't match expected size. Is there "
+              "a distributed collective mismatch?"]
+    for r in (0, 2, 3):
+        lines += [f"[rank{r}]:RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] "
+                  f"Connection closed by peer [127.0.0.1]:4{r}11"]
+    _write(tmp_path, "console.log", lines)
+    return next(f.ranks for f in analyze([str(tmp_path)], jobs=1).findings if f.rule == "DSY1")
+
+
+def test_the_one_rank_that_warned_right_before_a_desync_is_named(tmp_path):
+    assert _desync_console(tmp_path, {1: "short record in shard 7 at step 12: 15 of 16 samples, using a partial batch"}) \
+        == [1]
+
+
+def test_a_warning_every_rank_printed_names_no_one_as_the_desync_s(tmp_path):
+    text = "record with missing features in batch 12, filled with zeros"
+    assert _desync_console(tmp_path, dict.fromkeys(range(4), text)) == []

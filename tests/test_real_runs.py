@@ -59,9 +59,6 @@ KNOWN_WRONG = {
     "t59_mesh_r3_w4_fsdptp_mesh_split": "rank 3 alone builds its device mesh as (4, 1) (console.out:4); every rank then "
                                         "times out in init_device_mesh's store wait, and the keys ranks 1 and 2 wait on "
                                         "are rank 3's: the one line that differs is not read",
-    "t59_shape_r1_w4_manual_plain_tee3": "rank 1's batch is one sample short (its warning one line before); gloo aborts "
-                                         "it on the size mismatch (1024 vs 960 bytes, SIGABRT, torchrun's root cause): "
-                                         "read as a desync naming no rank",
     "t62_noshutdown_r2_w3_async_name_tee3": "trainer_2 (rank 2) left at step 12 ('early stopping', exit 0) without "
                                             "rpc.shutdown(); the others waited in its barrier (trainer_1's last line "
                                             "'waiting for the other workers to shut down rpc', the server's an eof "

@@ -23,6 +23,7 @@ from ..evidence.callsites import odd_call_site
 from ..evidence.dumps import Mismatch as DumpMismatch
 from ..evidence.dumps import dump_facts
 from ..evidence.facts import name_ranks, pg_label
+from ..evidence.oddwarn import odd_warning
 from ..evidence.statements import TRANSPORT_MISMATCH, mismatch_reports, mismatch_sender, mismatch_spared
 from ..evidence.steps import step_outlier, uneven_epoch
 from ..findings import Finding
@@ -46,6 +47,8 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
     ahead = _ran_ahead(job) + _odd_site(job)  # weakest: a rank whose step ran ahead, or that waited elsewhere
     if not ahead and found:  # a desync is seen: a rank whose epoch has another length than the others' ran it
         ahead = _uneven(job)
+    if not ahead and found and not any(m[4] for m in found):  # or the one rank that warned of something just before
+        ahead = _warned(job)
     if ahead and not dumps and not any(m[4] for m in found):
         found, confidence = ahead + found, "medium"  # the others say a desync happened, not who
     if not found:
@@ -238,6 +241,17 @@ def _uneven(job: JobModel) -> list[Mismatch]:
     host = job.rank_hosts.get(odd.rank)
     return [(f"rank {odd.rank} had uneven inputs: {odd.reason}", [odd.rank], [host] if host else [], odd.events,
              [odd.rank])]
+
+
+def _warned(job: JobModel) -> list[Mismatch]:
+    """The one rank whose own warning, no other rank's, came right before the desync (evidence.oddwarn)."""
+    odd = odd_warning(job)
+    if odd is None:
+        return []
+    host = job.rank_hosts.get(odd.rank)
+    text = str(odd.event.get("msg") or odd.event.text)[:160]
+    return [(f"rank {odd.rank} alone warned, right before: \"{text}\"; it likely ran a collective of another size or "
+             "skipped one the others made", [odd.rank], [host] if host else [], [odd.event], [odd.rank])]
 
 
 def _odd_site(job: JobModel) -> list[Mismatch]:

@@ -1,0 +1,61 @@
+"""The one rank that warned of something no other rank did, right before the job came apart.
+
+In a desync the receivers' errors say only that the ranks ran different collectives (gloo: "Received
+data size doesn't match expected size"), never who deviated. What an expert looks for then is the
+rank whose own log says it did something the others did not, just before: "short record in shard
+... using a partial batch", "Non-finite input in batch 12, skipping", "quick eval at step 10: no usable
+held-out record, skipped". That warning is the likely deviation; a hint, not a statement (DSY1 names
+the rank at medium confidence, as for uneven epochs).
+
+Only with three ranks or more known, when other ranks log as well (a job that logs on rank 0 alone
+makes any of its warnings lone), when exactly one rank has such a warning, and when it came at most
+one step line of its own before that rank stopped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..events import Event
+from ..model import JobModel
+from .facts import _per_job
+
+_WARNS = ("log_warning", "log_carry_on")
+_DIGITS = str.maketrans("0123456789", "0000000000")
+#: Lines of a rank's own log that show it logs as the job runs (so a warning of its own would show).
+_LOGGING = ("train_step", "train_epoch", "train_phase", "rank_world", "log_warning", "log_carry_on")
+
+
+@dataclass(slots=True)
+class OddWarning:
+    rank: int
+    event: Event
+
+
+def _shape(ev: Event) -> str:
+    return str(ev.get("msg") or ev.text).translate(_DIGITS)
+
+
+def _recent(events: list[Event], ev: Event) -> bool:
+    """At most one of the rank's own step lines follows the warning."""
+    return sum(1 for e in events if e.kind == "train_step" and (e.file, e.line) > (ev.file, ev.line)) <= 1
+
+
+@_per_job
+def odd_warning(job: JobModel) -> OddWarning | None:
+    ranks = [st for st in job.ranks if st.rank is not None]
+    if len(ranks) < 3:
+        return None
+    shapes = {st.rank: {_shape(e) for e in st.events if e.kind in _WARNS} for st in ranks}
+    lone: dict[int, Event] = {}
+    for st in ranks:
+        others = set().union(*(s for r, s in shapes.items() if r != st.rank))
+        warns = [e for e in st.events if e.kind in _WARNS and _shape(e) not in others and _recent(st.events, e)]
+        if warns:
+            lone[st.rank] = warns[-1]
+    if len(lone) != 1:
+        return None
+    rank, ev = next(iter(lone.items()))
+    if not any(e.kind in _LOGGING for st in ranks if st.rank != rank for e in st.events):
+        return None  # the others never log: a warning of theirs would not show either
+    return OddWarning(rank, ev)
