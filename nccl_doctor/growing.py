@@ -40,6 +40,9 @@ class _Source:
         self.pending: list[bytes] = []  # complete, capped lines ending in b"\n"
         self.pending_bytes = 0
         self.next_commit = COMMIT_BYTES  # try to commit when pending_bytes reaches this
+        #: pending lines below this index are known to be no safe cut (see _safe_cut): their verdict,
+        #: which depends on lines i-4 .. i+2 only, cannot change while pending only grows
+        self.unsafe_below = 1
         self.partial = b""  # the incomplete last line
         self.skipping = False  # inside an overlong line whose rest is dropped
         self.tail = bytearray()  # the last TAIL_BYTES of content: each writer's last line
@@ -147,6 +150,7 @@ class _Source:
         sc.scan_chunk(chunk, self.done_lines, self.stripper, self.year, self.done)
         self.done_lines += cut
         del self.pending[:cut]
+        self.unsafe_below = 1  # (the lines left lost their context above: checked afresh)
         self.pending_bytes -= len(chunk)
         self.next_commit = COMMIT_BYTES
 
@@ -158,12 +162,14 @@ class _Source:
         block lines, and a hard-wrapped record joins up to 3 lines before and 4 after a candidate
         line through continuation lines (``Scanner._rewrap``). So line ``i`` is a safe cut when it is
         not a block line and either it is not a continuation (nothing joins across it) or no
-        candidate line lies within reach (lines ``i-4 .. i+2``).
+        candidate line lies within reach (lines ``i-4 .. i+2``). Lines below ``unsafe_below`` were
+        found unsafe before, with the same context: not checked again.
         """
         strip = self.stripper.strip  # type: ignore[union-attr]
         spans = _scanner().prefilter.spans
         cut_width = (self.wrap.width - 1, self.wrap.width) if self.wrap is not None else ()
-        for i in range(len(self.pending) - 3, 0, -1):
+        last = len(self.pending) - 3
+        for i in range(last, self.unsafe_below - 1, -1):
             if len(self.pending[i - 1].rstrip(b"\r\n")) in cut_width:
                 continue  # the line before may be a piece a terminal cut: its record goes on here
             text = strip(clean_line(self.pending[i][:-1]))[1]
@@ -172,6 +178,10 @@ class _Source:
                 continue  # an indented line belongs to what is above it (a traceback, a table, what())
             if not is_continuation(text) or not spans(b"".join(self.pending[max(0, i - 4):i + 3])):
                 return i
+        # none: next time only the lines added since are checked (else a long run of lines that are
+        # all continuations near candidates, as a script's tagged step lines, costs O(n^2) until the
+        # forced commit)
+        self.unsafe_below = max(self.unsafe_below, last + 1)
         return None
 
     def scan(self) -> FileScan:

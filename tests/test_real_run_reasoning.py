@@ -860,7 +860,7 @@ _DDP_CHECK = ("[rank{me}]: RuntimeError: DDP expects same model across all ranks
 
 def _ddp_console(tmp_path, sizes: dict[int, int], other_of: dict[int, int]) -> list[int]:
     # Shapes of t82_oldrev_n2_3x1_ddp_tee: every rank raises DDP's construction check, naming a peer.
-    lines = []
+    lines = [f"[rank{r}]: Setting up distributed: backend=gloo world_size={len(sizes)} rank={r}" for r in sizes]
     for me, other in other_of.items():
         lines += [f"[rank{me}]: Traceback (most recent call last):",
                   f'[rank{me}]:   File "/job/train.py", line 88, in main',
@@ -934,3 +934,23 @@ def test_the_one_rank_that_warned_right_before_a_desync_is_named(tmp_path):
 def test_a_warning_every_rank_printed_names_no_one_as_the_desync_s(tmp_path):
     text = "record with missing features in batch 12, filled with zeros"
     assert _desync_console(tmp_path, dict.fromkeys(range(4), text)) == []
+
+
+_SIZE_CHECK = ("[rank{me}]: RuntimeError: [{me}]: params[0] in this process with sizes [512, 128] appears not to "
+               "match sizes of the same param in process 0.")
+
+
+def _ddp_sizes_console(tmp_path, world: int, raisers: list[int]) -> list[int]:
+    # Shapes of t84_sameport_rdzv_r23_tee: the ranks whose parameter sizes differ from rank 0's raise.
+    lines = [f"[rank{r}]: Setting up distributed: backend=gloo world_size={world} rank={r}" for r in range(world)]
+    lines += [_SIZE_CHECK.format(me=r) for r in raisers]
+    _write(tmp_path, "console.log", lines)
+    return (analyze([str(tmp_path)], jobs=1).verdict or {}).get("ranks") or []
+
+
+def test_the_ranks_whose_sizes_differ_from_the_reference_s_hold_the_odd_model(tmp_path):
+    assert _ddp_sizes_console(tmp_path, 4, [2, 3]) == [2, 3]
+
+
+def test_when_every_rank_but_the_reference_differs_the_reference_is_odd(tmp_path):
+    assert _ddp_sizes_console(tmp_path, 3, [1, 2]) == [0]

@@ -109,6 +109,22 @@ KNOWN_WRONG = {
                                    "(dgx-q-06.log:15-16 against dgx-q-05.log:15-16, the scripts' own banners): they "
                                    "give up while rank 0 uploads a checkpoint for 22 s (dgx-q-05.log:30-31); the "
                                    "verdict blames ranks 0-1 as lagging, though rank 1 waited in the barrier too",
+    "t83_nmb_r0_w3_1f1b_logdirq": "rank 0 (stage 0) was configured with 8 micro-batches where the others use 4 "
+                                  "(0/stdout.log:1,3 against 1/stdout.log:2, 2/stdout.log:2); rank 1 raises the size "
+                                  "mismatch only because it got rank 0's 2-row micro-batches: the verdict names rank 1",
+    "t83_shape_r1_w3_dyn_split": "rank 1 (stage 1) was built with output width 48 where every stage boundary expects 64 "
+                                 "(console.out:1 against :4, :6); rank 2 raises LayerNorm's shape error on what it "
+                                 "received: the verdict names the receiver",
+    "t83_shape_r2_w4_static_1f1b_redirect": "rank 2 alone prints 'out [4, 32, 48]' (console.log:8) and is the one gloo "
+                                            "aborts (SIGABRT, 32768 vs 24576 on the gradient coming back): with static "
+                                            "shapes the sender of the odd shape is aborted; read as a desync naming no "
+                                            "rank, as the gloo size mismatches whose side the logs cannot tell",
+    "t87_best_none_r0_w4_print_tee3": "ranks 1-3 raise the same TypeError on the path rank 0 broadcast (None, where "
+                                      "earlier epochs echo rank 0's 'saved' path): the bad value is rank 0's, but no "
+                                      "traceback quotes the broadcast; the verdict names the three receivers",
+    "t88_race_r3_w4_lease_files_tee": "rank 3 stalled holding the hand-written work-queue lock (rank0.log:10, the only "
+                                      "warning in the job, names it) and raised first (rank3.log:10-16); rank 2's same "
+                                      "error 10 ms later follows from rank 3's late counter write: the verdict names both",
     "t75_hang_r3_w4_split": "torchtitan's --local-ranks-filter 0 shows rank 0 alone: it times out in all_gather and "
                             "exits first; ranks 1-3 are all SIGTERMed, so neither the table nor any line tells that "
                             "rank 3 (blocked opening a FIFO) was the one the others waited for",

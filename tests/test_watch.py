@@ -397,3 +397,18 @@ def test_watch_generated_hang_line_by_line_reaches_webhook_once(tmp_path, webhoo
     assert _dicts(live.findings()) == _dicts(expected.findings)
     live.set_context(skipped=discover([str(live_dir)])[1])
     assert live.report().to_dict() == expected.to_dict()
+
+
+def test_a_long_run_of_lines_with_no_safe_cut_is_checked_once_per_line(monkeypatch):
+    """A script's tagged step lines ("[rank 3] step 17/3500 ...": after the tag, continuation-like text
+    next to candidate lines) give no safe cut; each commit attempt must look at the new lines only,
+    not at all of them again (t85's long runs: 31 s of CPU to follow 1 MB before)."""
+    calls = []
+    real = growing.is_continuation
+    monkeypatch.setattr(growing, "is_continuation", lambda text: calls.append(1) or real(text))
+    monkeypatch.setattr(growing, "COMMIT_BYTES", 256)
+    live = Analyzer()
+    n = 4000
+    for i in range(n):
+        live.feed_bytes("console.log", f"[rank {i % 4}] step {i // 4}/3500 loss 1.{i:04d} lr 3.00e-03\n".encode())
+    assert len(calls) <= 2 * n

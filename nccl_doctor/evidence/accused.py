@@ -1,55 +1,88 @@
-"""Ranks that fail alike while their errors name one rank as the odd one: that rank is the cause.
+"""Ranks whose DDP model check failed: the ranks holding another model than the rest are the cause.
 
 DDP checks at construction that every rank holds the same model (torch/csrc/distributed/c10d/comm.cpp,
-``verify_params_across_processes``), and every rank raises when one differs, each naming a peer whose
-parameters disagree with its own:
+``verify_params_across_processes``), in two ways, and the ranks that differ raise:
 
-    DDP expects same model across all ranks, but Rank 0 has 4 params, while rank 2 has inconsistent 6 params.
-    [1]: params[3] in this process with sizes [64, 64] appears not to match sizes of the same param in process 2.
+* the number of parameters, gathered from every rank: each rank that differs from another raises,
+  stating its own count and the first rank whose count differs from it::
 
-The rank with another model (an older checkout on one node, another config) is the one every other
-rank names; it names someone else. With two ranks each names the other and nothing tells which model
-is the odd one: the failures then stay as they are (both ranks, alike).
+      DDP expects same model across all ranks, but Rank 0 has 4 params, while rank 2 has inconsistent 6 params.
+
+  With every rank's count known (its own, or a peer's as another rank states it), the ranks in the
+  smaller group hold the odd model (an older checkout on one node, another config).
+* the parameters' sizes, each rank against the reference rank's (rank 0's, broadcast)::
+
+      [1]: params[3] in this process with sizes [64, 64] appears not to match sizes of the same param in process 0.
+
+  The ranks that raise differ from the reference; the others (silent) match it. When the raisers are
+  no more than the ranks that match, they hold the odd model; when all but the reference raise (three
+  ranks at least), the reference does.
+
+Anything less clear (two ranks naming each other, counts of some ranks unknown, an even split of
+counts) leaves the failures as they are: every raising rank, alike.
 """
 
 from __future__ import annotations
 
 import re
-from collections import Counter
+from collections import defaultdict
 
 from ..model import JobModel
 from .failure_record import Failure
 
-_NAMES_ODD = re.compile(r"DDP expects same model across all ranks, but Rank \d{1,7} has \d{1,12} params, "
-                        r"while rank (?P<a>\d{1,7}) has inconsistent"
-                        r"|appears not to match (?:sizes|strides) of the same param in process (?P<b>\d{1,7})")
+_COUNTS = re.compile(r"DDP expects same model across all ranks, but Rank (?P<me>\d{1,7}) has (?P<mine>\d{1,12}) params, "
+                     r"while rank (?P<peer>\d{1,7}) has inconsistent (?P<theirs>\d{1,12}) params")
+_SIZES = re.compile(r"appears not to match (?:sizes|strides) of the same param in process (?P<ref>\d{1,7})")
 
 
-def _named(f: Failure) -> int | None:
-    for ev in f.events:
-        m = _NAMES_ODD.search(ev.text)
-        if m is not None:
-            return int(m.group("a") or m.group("b"))
-    return None
+def _odd_by_counts(own: dict[int, Failure], world: int) -> list[int] | None:
+    counts: dict[int, int] = {}
+    for f in own.values():
+        for ev in f.events:
+            m = _COUNTS.search(ev.text)
+            if m is not None:
+                counts[int(m.group("me"))] = int(m.group("mine"))
+                counts.setdefault(int(m.group("peer")), int(m.group("theirs")))
+    if not counts or set(counts) != set(range(world)):
+        return None
+    groups: dict[int, list[int]] = defaultdict(list)
+    for rank, n in counts.items():
+        groups[n].append(rank)
+    if len(groups) != 2:
+        return None
+    small, large = sorted(groups.values(), key=len)
+    return sorted(small) if len(small) < len(large) else None
+
+
+def _odd_by_sizes(own: dict[int, Failure], world: int) -> list[int] | None:
+    refs = {int(m.group("ref")): r for r, f in own.items() for ev in f.events if (m := _SIZES.search(ev.text))}
+    if len(refs) != 1:
+        return None
+    ref = next(iter(refs))
+    raisers = sorted(r for r, f in own.items() if any(_SIZES.search(ev.text) for ev in f.events))
+    if ref in raisers:
+        return None
+    if len(raisers) == world - 1 and world >= 3:
+        return [ref]
+    return raisers if len(raisers) <= world - len(raisers) else None
 
 
 def accused_failures(job: JobModel, out: list[Failure]) -> list[Failure]:
-    """One failure, the named rank's, when at least two failing ranks name the same rank and no
-    failing rank but that one names another (see module doc); else ``out`` as it is."""
+    """The failures of the ranks holding the odd model (see module doc), each as a config failure; the
+    other ranks' failures of the check dropped. ``out`` as it is when the logs do not tell."""
     own = {f.rank: f for f in out if f.rank is not None and not f.exit_only}
-    names = {r: n for r, f in own.items() if (n := _named(f)) is not None and n != r}
-    if not names:
+    world = job.ranks_expected
+    checked = {r for r, f in own.items() if any(_COUNTS.search(e.text) or _SIZES.search(e.text) for e in f.events)}
+    if not checked or world is None or world < 2:
         return out
-    odd, votes = Counter(names.values()).most_common(1)[0]
-    accusers = sorted(r for r, n in names.items() if n == odd)
-    if votes < 2 or any(n != odd for r, n in names.items() if r != odd):
+    odd = _odd_by_counts(own, world) or _odd_by_sizes(own, world)
+    if not odd:
         return out
-    src = own.get(odd)
-    st = job.known_ranks().get(odd)
-    first = own[accusers[0]]
-    what = (f"its model differs from every other rank's: DDP's check on ranks {', '.join(map(str, accusers))} "
-            f"names rank {odd}'s parameters as inconsistent with theirs")
-    events = [*(src.events[:1] if src else []), *first.events[:1]]
-    kept = [f for f in out if f.rank not in names and f.rank != odd]
-    return [Failure(rank=odd, state=st, host=src.host if src else (st.host if st else None), category="config",
-                    what=what, events=events)] + kept
+    known = job.known_ranks()
+    first = own[min(checked)]
+    what = (f"its model differs from the other ranks' (DDP's parameter check at construction: "
+            f"{first.events[0].text[:160]})")
+    blamed = [Failure(rank=r, state=known.get(r), host=(own[r].host if r in own else None) or job.rank_hosts.get(r),
+                      category="config", what=what, events=[*(own[r].events[:1] if r in own else []), *first.events[:1]])
+              for r in odd]
+    return blamed + [f for f in out if f.rank not in checked and f.rank not in odd]

@@ -22,6 +22,7 @@ from ..model import JobModel
 from ..model.job import ERROR_KINDS
 from ..model.links import rank_list
 from .accused import accused_failures
+from .alike import mesh_never_formed, without_common_complaints
 from .causes import _PEER_GONE, _REPORTS, CAUSE_KINDS, NETWORK_KINDS, classify
 from .dumps import dump_facts
 from .exits import (
@@ -54,7 +55,15 @@ from .failure_record import Failure
 from .numerics import spread_failures
 from .orphans import name_the_erring_child, pair_loose_traceback
 from .outside import agent_signals, launcher_killed
-from .rendezvous import is_wrapper_echo, node_name, store_client_rank, store_not_joined, unreachable
+from .rendezvous import (
+    is_wrapper_echo,
+    node_name,
+    store_client_rank,
+    store_host_rank,
+    store_not_joined,
+    store_oversized,
+    unreachable,
+)
 from .teardown import harmless
 from .timeouts import timed_out_states, timeouts_by_pg, watchdog_kills
 from .tracebacks import CARRIES_ON, caught, chained_to_echo, heads_traceback, ran_past
@@ -245,7 +254,7 @@ def failures(job: JobModel) -> list[Failure]:
         if ev.kind == "python_exception" and chained_to_echo(job, ev, job_timed_out, timed):
             continue  # raised from (or while handling) an echo ("raise StepFailed(...) from exc"): one too
         cls = classify(ev, job_timed_out, st is not None and id(st) in timed) or outside_sigterm(job, ev) \
-            or srun_first_kill(job, ev) or store_not_joined(job, ev)
+            or srun_first_kill(job, ev) or store_not_joined(job, ev) or store_oversized(job, ev)
         if cls is None or echoed_exit(job, ev, echo) or is_wrapper_echo(job, ev) or forced_kill(job, ev):
             continue
         if teardown_terminate(ev) and st is not None and id(st) in echo[0]:
@@ -254,7 +263,8 @@ def failures(job: JobModel) -> list[Failure]:
         own = global_rank(job, ev)
         named = fail_ranks(job, ev)
         if named == [None] and cat == "config":  # a store client no prefix names: its start-up line may
-            named = [store_client_rank(job, ev)]
+            client = store_client_rank(job, ev)
+            named = [client if client is not None else store_host_rank(job, ev)]  # (or the store's host: its table)
         for rank in named:
             # a rank named only by a launcher report (no log of its own) has no process state
             rst = by_rank.get(rank) if rank is not None and rank in by_rank else st if rank == own else None
@@ -303,11 +313,12 @@ def failures(job: JobModel) -> list[Failure]:
                 and any(writer(job, e, line_key) in net_writers for e in f.events):
             f.category = "network"
     out = [f for f in out if not all(harmless(job, e) for e in f.events)]  # (teardown noise: evidence.teardown)
+    out = without_common_complaints(job, out, _REPORTS)  # (every rank logged it, then they parted: evidence.alike)
     out += _handled_failures(job, handled, out)
     out = spread_failures(job, out)  # (ranks failing alike on one rank's NaN: evidence.numerics)
     out = accused_failures(job, out)  # (ranks failing alike, each naming one rank's model: evidence.accused)
     if not out:
-        out += _exits_together(job)
+        out += mesh_never_formed(job) or _exits_together(job)  # (every rank alike at start-up: evidence.alike)
     files = {p: i for i, p in enumerate(job.files)}
     # A rank's own error comes before any launcher's report of an exit; then time (for an untimed error,
     # the time of the first dated line after it in its file: it happened by then), then position.

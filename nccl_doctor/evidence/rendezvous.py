@@ -28,8 +28,10 @@ from dataclasses import dataclass, field
 from ..events import Event
 from ..model import JobModel
 from ..model.identity import file_rank
+from .causes import _CANNOT_LISTEN
 from .exits import started_rank
 from .facts import _per_job, _stem, file_host, line_key, plural, writer
+from .tracebacks import frames_above
 
 _CONNECT = re.compile(r"(?:timed out after \d{1,12} ?m?s while trying to connect to|failed to connect to(?: any network "
                       r"address of)?) \(?\[?(?P<host>[\w.:%-]{1,255}?)\]?,? (?P<port>\d{1,5})\)?")
@@ -244,6 +246,47 @@ def store_not_joined(job: JobModel, ev: Event) -> tuple[str, str] | None:
     where = f" at {host}:{port}" if host and port else ""
     return "config", (f"could not reach the store{where} while the store's host waited for its clients "
                       f"({found[0]}/{found[1]} joined): check its MASTER_ADDR / MASTER_PORT")
+
+
+def store_oversized(job: JobModel, ev: Event) -> tuple[str, str] | None:
+    """The store's host timed out waiting for more clients than the job has ranks, every one of which
+    joined ("3/4 clients joined" in a job of 3): nobody failed to come; the host's own world size is
+    wrong (a store created for another world), its cause, not an echo of a missing peer."""
+    if ev.kind != "torch_store_timeout":
+        return None
+    m = _CLIENTS.search(ev.text)
+    world = job.ranks_expected
+    if m is None or world is None or int(m.group("joined")) != world or int(m.group("want")) <= world:
+        return None
+    return "config", (f"its store waited for {m.group('want')} clients, but the job has {world} ranks and all of "
+                      "them joined: the store was created for another world size")
+
+
+def _raised_in_a_script(job: JobModel, ev: Event) -> bool:
+    """The traceback ``ev`` ends went through the job's own Python script (``train.py``), not only a
+    launcher's entry point (``bin/torchrun``, which hosts its own store)."""
+    evs = [e for e in job.events if e.file == ev.file]
+    i = next((k for k, e in enumerate(evs) if e is ev), None)
+    if i is None:
+        return False
+    return any(f.kind == "py_script_frame" and str(f.get("path") or "").endswith(".py")
+               for f in frames_above(evs, i, frozenset(("python_exception",))))
+
+
+def store_host_rank(job: JobModel, ev: Event) -> int | None:
+    """The rank of the store's host, whose line no prefix names (it failed before the process group
+    gave the ranks their prefixes). A worker that could not listen on the store's port is rank 0:
+    init_process_group's env:// and tcp:// stores are hosted by rank 0 (torchrun's own store is its
+    agent's, whose traceback belongs to no rank). One that timed out "waiting for clients" is the one
+    rank of its file that the launcher's table reports exiting with a status of its own (not by a
+    signal), the others having been stopped by the launcher."""
+    if _CANNOT_LISTEN.search(ev.text) is not None:
+        return 0 if _raised_in_a_script(job, ev) else None
+    if _CLIENTS.search(ev.text) is None:
+        return None
+    own = {r for e in job.by_kind("elastic_cfe") if e.file == ev.file and isinstance(r := e.get("rank"), int)
+           and isinstance(code := e.get("exitcode"), int) and code > 0}
+    return next(iter(own)) if len(own) == 1 else None
 
 
 def store_client_rank(job: JobModel, ev: Event) -> int | None:

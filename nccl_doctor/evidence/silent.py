@@ -18,6 +18,7 @@ from ..model import JobModel, RankState
 from ..model.job import ERROR_KINDS
 from ..model.links import rank_list
 from . import stacks
+from .alike import common_complaints
 from .dumps import dump_facts
 from .endings import Ending, host_of_rank, lost_peer_only, quiet_odd_ones
 from .facts import _per_job, file_host, int_in, name_ranks, per_rank_layout, pg_label, plural
@@ -42,12 +43,13 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
 
     killed_states, killed = killed_ranks(job)
     spoke = _snippet_ranks(job)  # Ray's controller quotes their errors: not silent, even when deduplicated away
+    common = common_complaints(job)  # what every rank logged alike before they parted: no error of its own
 
     def quiet(st: RankState | None, rank: int | None) -> bool:
         """No error (not even an echo of someone else's), no timeout and no kill by the launcher:
         the dead rank usually writes nothing."""
         busy = st is not None and (id(st) in failed_states or id(st) in timed or id(st) in killed_states
-                                   or bool(st.errors))
+                                   or any(id(e) not in common for e in st.errors))
         return not busy and rank not in failed_ranks and rank not in killed and rank not in spoke
 
     def add(s: Suspect) -> None:

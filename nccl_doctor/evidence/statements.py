@@ -97,8 +97,11 @@ def _store_keys(job: JobModel) -> list[Statement]:
             continue  # (torchelastic's own keys, "/none/torchelastic/assigned_ranks/1", number nodes: no rank's)
         rank = int(m.group(1))
         waiters = {global_rank(job, e) for e in by_writer.values()} - {None}
-        if rank in waiters or (job.ranks_expected and rank >= job.ranks_expected):
-            continue  # nobody waits for its own key; a number beyond the world is not a rank
+        if (rank in waiters and len(waiters - {rank}) < 2) or (job.ranks_expected and rank >= job.ranks_expected):
+            # a number beyond the world is not a rank; c10d's own keys are never waited for by their
+            # owner, but a script's barrier may wait for every rank's key, its own included: then the
+            # others' waiting for it too (two at least) still says that rank never set it
+            continue
         if _waited_for_clients(job, rank):
             continue  # it hosts the store and itself waited for a client that never came: not the cause
         evs = list(by_writer.values())
