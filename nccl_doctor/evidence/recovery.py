@@ -1,0 +1,73 @@
+"""A failing process that trained on afterwards: the error did not stop it (``Failure.recovered``).
+
+Read from the step lines that follow the error in its file, unless a launcher or a driver reported
+the process's exit (its later steps were printed before the error, or are a restarted group's), or
+the error ended a thread the rank then starved for.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ..events import Event
+from ..model import JobModel
+from ..model.job import ERROR_KINDS
+from ..model.links import rank_list
+from .causes import _REPORTS
+from .facts import _per_job, owner
+from .failure_record import Failure
+from .timeouts import timeouts_by_pg
+
+
+@_per_job
+def _progress_by_file(job: JobModel) -> dict[str, list[Event]]:
+    """Training steps and restarts per file, in line order (job.events is sorted by file, line)."""
+    out: dict[str, list[Event]] = defaultdict(list)
+    for e in job.by_kind("train_step", "elastic_restart", "elastic_rdzv"):
+        out[e.file].append(e)
+    return out
+
+
+def trained_on(job: JobModel, f: Failure) -> bool:
+    """The failing process trained on afterwards (the error did not stop it). Never when a launcher
+    reported the process's exit with an error: a step line that comes after the traceback in the
+    file was printed before it (torchrun forwards stdout and stderr by separate threads)."""
+    if any(e.kind in _REPORTS for e in f.events):
+        return False
+    if f.rank is not None and any(f.rank in rank_list(str(e.get("ranks") or "")) for e in job.by_kind("ray_error_snippet")):
+        return False  # Ray's driver reports that rank's training function failed: it did not go on
+    ev = f.events[0]
+    if f.state is not None and all(e.kind == "log_error" for e in f.events):
+        # A logged error is a cause only as the rank's last word: any later line of its own (a step,
+        # a message) says it handled it and went on.
+        return any((e.file, e.line) > (ev.file, ev.line) and e.kind not in ERROR_KINDS for e in f.state.events)
+    progress = _progress_by_file(job).get(ev.file, ())
+    later = [e for e in progress if e.line > ev.line]
+    if any(e.kind != "train_step" for e in later):
+        return False  # progress after a restart is a new attempt, not a recovery
+    failed = [e.line for e in job.by_kind("elastic_failed") if e.file == ev.file and e.line > ev.line]
+    if failed and any(e.line > failed[0] for e in later):
+        return False  # the agent reported the worker failed, and the steps after are its restarted group's
+    if _thread_starved(job, f):
+        return False
+    if any(owner(job, e) is f.state or (e.rank is not None and e.rank == f.rank) for e in later):
+        return True
+    if f.rank is None and f.label is None:
+        # Nobody's traceback (no rank prefix on it): when every rank that prints steps in this file
+        # printed more of them after it, whoever wrote it trained on (a caught error, logged).
+        stepping = {e.rank for e in progress if e.rank is not None}
+        return bool(stepping) and None not in {e.rank for e in progress} \
+            and stepping <= {e.rank for e in later}
+    return False
+
+
+def _thread_starved(job: JobModel, f: Failure) -> bool:
+    """The exception ended one of the rank's threads ("Exception in thread prefetch:" above its
+    traceback), the main loop went on a while, and then the others timed out waiting while this rank
+    did not: it stopped for want of what the thread did (a queue it reads, a lock it held)."""
+    ev = f.events[0]
+    heads = [e for e in job.by_kind("py_thread_exception") if e.file == ev.file and 0 < ev.line - e.line <= 60]
+    if not heads or f.rank is None:
+        return False
+    waited = {r.rank for pt in timeouts_by_pg(job).values() for r in pt.reports}
+    return bool(waited) and f.rank not in waited
