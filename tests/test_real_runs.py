@@ -125,6 +125,23 @@ KNOWN_WRONG = {
     "t88_race_r3_w4_lease_files_tee": "rank 3 stalled holding the hand-written work-queue lock (rank0.log:10, the only "
                                       "warning in the job, names it) and raised first (rank3.log:10-16); rank 2's same "
                                       "error 10 ms later follows from rank 3's late counter write: the verdict names both",
+    "t91_watchdog_r1_w3_stacks_logdirq": "every rank's stall watchdog dumps its stacks and exits 3 in one second: rank "
+                                         "1's stderr.log shows it in read_shard while ranks 0 and 2 wait in "
+                                         "loss.backward; faulthandler's thread stacks are not compared, so the verdict "
+                                         "says only that the three exited alike",
+    "t92_hang_r3_w4_tcp_print_tee": "every rank prints 'refreshing data shard ... for step 10' and only ranks 0-2 print "
+                                    "'ready': rank 3 never left that phase while the others timed out in DDP's "
+                                    "all_reduce (the parent quotes process 0's timeout); a phase the others left is "
+                                    "not read from these words",
+    "t89_powersgd_vs_none_r1_w3_tee": "rank 1 alone registers no comm hook (its 'comm hook:' start-up line) while the "
+                                      "job uses PowerSGD; when compression starts gloo aborts rank 0, a receiver, on the "
+                                      "size mismatch: read as a desync naming no rank",
+    "t89_allreduce_vs_fp16_r2_w3_split": "rank 2 alone registers fp16_compress_hook (its start-up line) and is the rank "
+                                         "gloo aborts ('7388 vs 3694': exactly half); a gloo size mismatch with one "
+                                         "aborted rank is read as a desync naming no rank",
+    "t89_powersgd_nan_r1_w3_teeflag": "only rank 1's PowerSGD stats line reads 'local grad norm nan' before every rank "
+                                      "raises the same FloatingPointError on the spread NaN; that stats line is not "
+                                      "read as a numeric sign, so the verdict names every rank alike",
     "t75_hang_r3_w4_split": "torchtitan's --local-ranks-filter 0 shows rank 0 alone: it times out in all_gather and "
                             "exits first; ranks 1-3 are all SIGTERMed, so neither the table nor any line tells that "
                             "rank 3 (blocked opening a FIFO) was the one the others waited for",

@@ -195,6 +195,9 @@ def echoed_exit(job: JobModel, ev: Event, echo: tuple[set[int], set[int]]) -> bo
         return False
     if code in (-6, 134):
         return _aborted_on_echo(job, ev, echo[1])
+    if code is not None and code > 1 and (named := fail_ranks(job, ev)) \
+            and all(r is not None and r in silent_exits_together(job) for r in named):
+        return True  # one status of several ranks at once and no line of theirs (see silent_exits_together)
     if code != 1:
         return False
     if ev.kind == "elastic_failed" and _row_says_echo(job, ev):
@@ -212,7 +215,7 @@ def echoed_exit(job: JobModel, ev: Event, echo: tuple[set[int], set[int]]) -> bo
         # looks exactly like theirs and says nothing more. (NCCL's watchdog aborts timed-out ranks:
         # there a lone exit 1 stands out, and stays a failure.)
         return _only_echoes_unclaimed(job, ev.file) or 1 in _timed_out_exit_codes(job) \
-            or all(r in silent_exit1_together(job) for r in named)
+            or all(r in silent_exits_together(job) for r in named)
     lr = int_in(ev.get("local_rank"))
     procs = [st for st in job.ranks if lr is not None and st.local_rank == lr and ev.file in st.files]
     if not procs and ev.kind == "elastic_failed":
@@ -223,12 +226,12 @@ def echoed_exit(job: JobModel, ev: Event, echo: tuple[set[int], set[int]]) -> bo
 
 
 @_per_job
-def silent_exit1_together(job: JobModel) -> set[int]:
-    """Ranks with no line of their own that torchrun's table reports exiting with 1 in the same second
-    as another such rank, in logs that hold no error line but the launcher's: nothing tells which of
-    them failed and which lost the other (gloo raises a lost peer or a timeout in Python too: exit 1);
-    the table's "Root Cause" is only the first exit the agent observed. None of them is a cause by
-    that report alone."""
+def silent_exits_together(job: JobModel) -> set[int]:
+    """Ranks with no line of their own that torchrun's table reports exiting with one status in the
+    same second as another such rank, in logs that hold no error line but the launcher's: nothing
+    tells which of them failed and which lost the other (gloo raises a lost peer or a timeout in
+    Python too: exit 1; a stall watchdog in every rank exits alike, os._exit(3)); the table's "Root
+    Cause" is only the first exit the agent observed. None of them is a cause by that report alone."""
     for kind in _OWN_OR_CAUSE:
         for e in job.by_kind(kind):
             if not str(e.get("exc_type") or "").endswith(_LAUNCHER_TYPES):
@@ -236,12 +239,12 @@ def silent_exit1_together(job: JobModel) -> set[int]:
     known = job.known_ranks()
     when: dict[tuple[str, str], set[int]] = defaultdict(set)
     for ev in job.by_kind("elastic_cfe"):
-        rank = int_in(ev.get("rank"))
-        if rank is None or int_in(ev.get("exitcode")) != 1 or not ev.get("time"):
+        rank, code = int_in(ev.get("rank")), int_in(ev.get("exitcode"))
+        if rank is None or code is None or code <= 0 or not ev.get("time"):
             continue
         st = known.get(rank)
         if st is None or not any(e.kind in _OWN_OR_CAUSE for e in st.events):
-            when[(ev.file, str(ev.get("time")))].add(rank)
+            when[(ev.file, str(ev.get("time")), code)].add(rank)
     return {r for ranks in when.values() if len(ranks) >= 2 for r in ranks}
 
 

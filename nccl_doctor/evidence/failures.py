@@ -32,7 +32,7 @@ from .exits import (
     fail_ranks,
     forced_kill,
     outside_sigterm,
-    silent_exit1_together,
+    silent_exits_together,
     srun_first_kill,
     state_for_pid,
     teardown_terminate,
@@ -57,6 +57,7 @@ from .recovery import trained_on
 from .rendezvous import (
     is_wrapper_echo,
     node_name,
+    store_beyond_world,
     store_client_rank,
     store_host_rank,
     store_not_joined,
@@ -187,15 +188,16 @@ def _original_of(wrapper: Event, ev: Event) -> bool:
 
 def _exits_together(job: JobModel) -> list[Failure]:
     """The job failed and all the logs hold of it is torchrun's table: ranks with no line of their
-    own exiting with 1 in the same second (``exits._silent_exit1_together``). One failure naming
+    own exiting with one status in the same second (``exits.silent_exits_together``). One failure naming
     neither: the verdict then says which ranks, and that nothing tells them apart."""
-    ranks = silent_exit1_together(job)
+    ranks = silent_exits_together(job)
     if not ranks:
         return []
     rows = [e for e in job.by_kind("elastic_cfe") if int_in(e.get("rank")) in ranks]
     return [Failure(rank=None, state=None, host=None, category="exit", events=rows[:4],
-                    what="exit code 1 in the same second, as torchrun's failure table reports, and no line of "
-                         "their own here: which one failed and which lost the other these logs do not say",
+                    what=f"exit code {rows[0].get('exitcode')} in the same second, as torchrun's failure table "
+                         "reports, and no line of their own here: which one failed and which lost the other these "
+                         "logs do not say",
                     label=f"one of ranks {fmt_ranks(ranks)}")]
 
 
@@ -253,7 +255,8 @@ def failures(job: JobModel) -> list[Failure]:
         if ev.kind == "python_exception" and chained_to_echo(job, ev, job_timed_out, timed):
             continue  # raised from (or while handling) an echo ("raise StepFailed(...) from exc"): one too
         cls = classify(ev, job_timed_out, st is not None and id(st) in timed) or outside_sigterm(job, ev) \
-            or srun_first_kill(job, ev) or store_not_joined(job, ev) or store_oversized(job, ev)
+            or srun_first_kill(job, ev) or store_not_joined(job, ev) or store_oversized(job, ev) \
+            or store_beyond_world(job, ev)
         if cls is None or echoed_exit(job, ev, echo) or is_wrapper_echo(job, ev) or forced_kill(job, ev):
             continue
         if teardown_terminate(ev) and st is not None and id(st) in echo[0]:

@@ -273,6 +273,24 @@ def _raised_in_a_script(job: JobModel, ev: Event) -> bool:
                for f in frames_above(evs, i, frozenset(("python_exception",))))
 
 
+#: A store wait's message ("wait timeout after 20000ms, keys: /default_pg/0//cpu//0/3"): the key of one rank.
+_WAIT_KEY = re.compile(r"wait timeout after \d{1,12} ?ms, keys: \S{0,400}/(?P<rank>\d{1,7})\s*$")
+
+
+def store_beyond_world(job: JobModel, ev: Event) -> tuple[str, str] | None:
+    """A process that waited for the store key of a rank the job does not have (rank 3's in a job of
+    3): its own world size is larger than the job's (init_process_group given another world_size),
+    its cause, not the echo of a peer that never came."""
+    if ev.kind not in ("torch_store_timeout", "python_exception"):
+        return None
+    m = _WAIT_KEY.search(str(ev.get("err") or ev.get("msg") or ev.text))
+    world = job.ranks_expected
+    if m is None or world is None or int(m.group("rank")) < world:
+        return None
+    return "config", (f"it waited for rank {m.group('rank')}'s store key, but the job has {world} ranks: its own "
+                      "world size is larger than the job's")
+
+
 def store_host_rank(job: JobModel, ev: Event) -> int | None:
     """The rank of the store's host, whose line no prefix names (it failed before the process group
     gave the ranks their prefixes). A worker that could not listen on the store's port is rank 0:
