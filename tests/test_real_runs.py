@@ -139,9 +139,6 @@ KNOWN_WRONG = {
     "t89_allreduce_vs_fp16_r2_w3_split": "rank 2 alone registers fp16_compress_hook (its start-up line) and is the rank "
                                          "gloo aborts ('7388 vs 3694': exactly half); a gloo size mismatch with one "
                                          "aborted rank is read as a desync naming no rank",
-    "t89_powersgd_nan_r1_w3_teeflag": "only rank 1's PowerSGD stats line reads 'local grad norm nan' before every rank "
-                                      "raises the same FloatingPointError on the spread NaN; that stats line is not "
-                                      "read as a numeric sign, so the verdict names every rank alike",
     "t75_hang_r3_w4_split": "torchtitan's --local-ranks-filter 0 shows rank 0 alone: it times out in all_gather and "
                             "exits first; ranks 1-3 are all SIGTERMed, so neither the table nor any line tells that "
                             "rank 3 (blocked opening a FIFO) was the one the others waited for",
