@@ -16,9 +16,8 @@ from collections import defaultdict
 from ..model import JobModel
 from .facts import _per_job, owner
 from .failure_record import Failure
+from .launcher_facts import error_signature
 from .timeouts import timed_out_states
-
-_DIGITS = str.maketrans("0123456789", "0000000000")
 
 
 @_per_job
@@ -33,7 +32,7 @@ def common_complaints(job: JobModel) -> frozenset[int]:
     for ev in job.by_kind("log_error"):
         st = owner(job, ev)
         if st is not None and st.rank is not None:
-            by_shape[str(ev.get("msg") or ev.text).translate(_DIGITS)].setdefault(st.rank, (st, []))[1].append(ev)
+            by_shape[error_signature(ev)].setdefault(st.rank, (st, []))[1].append(ev)
     out: set[int] = set()
     for per_rank in by_shape.values():
         if set(per_rank) != ranks:

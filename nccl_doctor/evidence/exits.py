@@ -195,7 +195,8 @@ def echoed_exit(job: JobModel, ev: Event, echo: tuple[set[int], set[int]]) -> bo
         return False
     if code in (-6, 134):
         return _aborted_on_echo(job, ev, echo[1])
-    if code is not None and code > 1 and (named := fail_ranks(job, ev)) \
+    named = fail_ranks(job, ev)
+    if code is not None and code > 0 and named \
             and all(r is not None and r in silent_exits_together(job) for r in named):
         return True  # one status of several ranks at once and no line of theirs (see silent_exits_together)
     if code != 1:
@@ -203,7 +204,6 @@ def echoed_exit(job: JobModel, ev: Event, echo: tuple[set[int], set[int]]) -> bo
     if ev.kind == "elastic_failed" and _row_says_echo(job, ev):
         return True  # its row in the failure table quotes its exception (@record): an echo
     states, ranks = echo
-    named = fail_ranks(job, ev)
     if all(r is not None for r in named):
         if all(r in ranks for r in named):
             return True
@@ -214,8 +214,7 @@ def echoed_exit(job: JobModel, ev: Event, echo: tuple[set[int], set[int]]) -> bo
         # seen timing out themselves exited with 1 (gloo raises the timeout in Python), its exit 1
         # looks exactly like theirs and says nothing more. (NCCL's watchdog aborts timed-out ranks:
         # there a lone exit 1 stands out, and stays a failure.)
-        return _only_echoes_unclaimed(job, ev.file) or 1 in _timed_out_exit_codes(job) \
-            or all(r in silent_exits_together(job) for r in named)
+        return _only_echoes_unclaimed(job, ev.file) or 1 in _timed_out_exit_codes(job)
     lr = int_in(ev.get("local_rank"))
     procs = [st for st in job.ranks if lr is not None and st.local_rank == lr and ev.file in st.files]
     if not procs and ev.kind == "elastic_failed":

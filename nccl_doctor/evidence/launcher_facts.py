@@ -13,8 +13,7 @@ from collections.abc import Iterable
 
 from ..events import Event
 from ..model import JobModel
-from .facts import fmt_ranks
-from .nccl_facts import int_in
+from .facts import fmt_ranks, int_in
 
 #: torchrun's log directory layout ``.../attempt_<restart_count>/<local_rank>/stdout.log``.
 _ATTEMPT_IN_PATH = re.compile(r"(?:^|[/\\])attempt_(\d+)(?=[/\\])")
@@ -113,7 +112,8 @@ def short(ev: Event, limit: int = 110) -> str:
 
 
 def error_signature(ev: Event) -> str:
-    """An error's identity across restarts: kind + message with numbers, addresses and pids masked."""
+    """An error's identity across restarts and ranks: kind + message with numbers, addresses and pids
+    masked."""
     f = ev.fields
     parts = [ev.kind]
     for name in ("exc_type", "msg", "err", "detail", "code", "signal"):

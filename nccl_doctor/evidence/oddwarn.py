@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from ..events import Event
 from ..model import JobModel
 from .facts import _per_job
+from .launcher_facts import error_signature
 
 _WARNS = ("log_warning", "log_carry_on")
-_DIGITS = str.maketrans("0123456789", "0000000000")
 #: Lines of a rank's own log that show it logs as the job runs (so a warning of its own would show).
 _LOGGING = ("train_step", "train_epoch", "train_phase", "rank_world", "log_warning", "log_carry_on")
 
@@ -30,10 +30,6 @@ _LOGGING = ("train_step", "train_epoch", "train_phase", "rank_world", "log_warni
 class OddWarning:
     rank: int
     event: Event
-
-
-def _shape(ev: Event) -> str:
-    return str(ev.get("msg") or ev.text).translate(_DIGITS)
 
 
 def _recent(events: list[Event], ev: Event) -> bool:
@@ -46,11 +42,11 @@ def odd_warning(job: JobModel) -> OddWarning | None:
     ranks = [st for st in job.ranks if st.rank is not None]
     if len(ranks) < 3:
         return None
-    shapes = {st.rank: {_shape(e) for e in st.events if e.kind in _WARNS} for st in ranks}
+    shapes = {st.rank: {error_signature(e) for e in st.events if e.kind in _WARNS} for st in ranks}
     lone: dict[int, Event] = {}
     for st in ranks:
         others = set().union(*(s for r, s in shapes.items() if r != st.rank))
-        warns = [e for e in st.events if e.kind in _WARNS and _shape(e) not in others and _recent(st.events, e)]
+        warns = [e for e in st.events if e.kind in _WARNS and error_signature(e) not in others and _recent(st.events, e)]
         if warns:
             lone[st.rank] = warns[-1]
     if len(lone) != 1:

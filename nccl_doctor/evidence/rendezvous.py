@@ -31,6 +31,7 @@ from ..model.identity import file_rank
 from .causes import _CANNOT_LISTEN
 from .exits import started_rank
 from .facts import _per_job, _stem, file_host, line_key, plural, writer
+from .statements import key_rank, one_waited_key
 from .tracebacks import frames_above
 
 _CONNECT = re.compile(r"(?:timed out after \d{1,12} ?m?s while trying to connect to|failed to connect to(?: any network "
@@ -273,21 +274,18 @@ def _raised_in_a_script(job: JobModel, ev: Event) -> bool:
                for f in frames_above(evs, i, frozenset(("python_exception",))))
 
 
-#: A store wait's message ("wait timeout after 20000ms, keys: /default_pg/0//cpu//0/3"): the key of one rank.
-_WAIT_KEY = re.compile(r"wait timeout after \d{1,12} ?ms, keys: \S{0,400}/(?P<rank>\d{1,7})\s*$")
-
-
 def store_beyond_world(job: JobModel, ev: Event) -> tuple[str, str] | None:
     """A process that waited for the store key of a rank the job does not have (rank 3's in a job of
     3): its own world size is larger than the job's (init_process_group given another world_size),
     its cause, not the echo of a peer that never came."""
     if ev.kind not in ("torch_store_timeout", "python_exception"):
         return None
-    m = _WAIT_KEY.search(str(ev.get("err") or ev.get("msg") or ev.text))
+    key = one_waited_key(str(ev.get("err") or ev.get("msg") or ev.text))
+    rank = key_rank(key) if key is not None else None
     world = job.ranks_expected
-    if m is None or world is None or int(m.group("rank")) < world:
+    if rank is None or world is None or rank < world:
         return None
-    return "config", (f"it waited for rank {m.group('rank')}'s store key, but the job has {world} ranks: its own "
+    return "config", (f"it waited for rank {rank}'s store key, but the job has {world} ranks: its own "
                       "world size is larger than the job's")
 
 

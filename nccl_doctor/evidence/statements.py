@@ -77,25 +77,34 @@ def _waited_for_clients(job: JobModel, rank: int) -> bool:
                                   if e.kind in ("torch_store_timeout", "python_exception"))
 
 
+def one_waited_key(text: str) -> str | None:
+    """The store key a waiter's "wait timeout after N ms, keys: K" names, when it names one."""
+    m = _KEYS.search(text)
+    keys = [k.strip() for k in m.group("keys").split(",") if k.strip()] if m is not None else []
+    return keys[0] if len(keys) == 1 else None
+
+
+def key_rank(key: str) -> int | None:
+    """The rank number a store key ends in (``/default_pg/0//cpu//0/3``: 3)."""
+    m = _RANK_KEY.search(key)
+    return int(m.group(1)) if m is not None else None
+
+
 def _store_keys(job: JobModel) -> list[Statement]:
     """Waiters that timed out on one store key ending in a rank number, and that rank is not one of them."""
     waits: dict[str, dict[tuple, Event]] = defaultdict(dict)
     for ev in job.by_kind("torch_store_timeout", "python_exception"):
-        m = _KEYS.search(str(ev.get("err") or ev.get("msg") or ""))
-        if m is None:
-            continue
-        keys = [k.strip() for k in m.group("keys").split(",") if k.strip()]
-        if len(keys) == 1:
+        key = one_waited_key(str(ev.get("err") or ev.get("msg") or ""))
+        if key is not None:
             # one report per waiter (its echoes repeat it); unattributed tracebacks count one each
             st = owner(job, ev)
             who = writer(job, ev) if st is not None and st.rank is not None else ("line", ev.file, ev.line)
-            waits[keys[0]].setdefault(who, ev)
+            waits[key].setdefault(who, ev)
     out = []
     for key, by_writer in waits.items():
-        m = _RANK_KEY.search(key)
-        if m is None or "/torchelastic/" in key:
+        rank = key_rank(key)
+        if rank is None or "/torchelastic/" in key:
             continue  # (torchelastic's own keys, "/none/torchelastic/assigned_ranks/1", number nodes: no rank's)
-        rank = int(m.group(1))
         waiters = {global_rank(job, e) for e in by_writer.values()} - {None}
         if (rank in waiters and len(waiters - {rank}) < 2) or (job.ranks_expected and rank >= job.ranks_expected):
             # a number beyond the world is not a rank; c10d's own keys are never waited for by their
