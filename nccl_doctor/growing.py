@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 
+from . import startup
 from .launchers import LauncherStripper, detect_modes
 from .reading import MAX_LINE, clean_line, looks_binary
 from .records import _CFE_FIELD, _CFE_IDX, _KV, _STALL_RANK, is_continuation
@@ -46,6 +47,7 @@ class _Source:
         self.partial = b""  # the incomplete last line
         self.skipping = False  # inside an overlong line whose rest is dropped
         self.tail = bytearray()  # the last TAIL_BYTES of content: each writer's last line
+        self.first = bytearray()  # the first bytes of complete lines: each writer's start-up settings
         self.view: FileScan | None = None  # cached scan of everything (committed + pending)
         self.failed: str | None = None  # a bug stopped reading this source: what it gave so far stays
         self.view_ordered = 0  # events of the view in line order (the last-repeat ones follow)
@@ -102,6 +104,8 @@ class _Source:
         self.pending_bytes += len(line)
         self.total_bytes += len(line)
         self.tail += line
+        if len(self.first) <= startup.HEAD_BYTES:
+            self.first += line[:startup.HEAD_BYTES + 1 - len(self.first)]
         if len(self.tail) > TAIL_BYTES + (64 << 10):
             del self.tail[:-TAIL_BYTES]
         if self.stripper is None:
@@ -211,6 +215,8 @@ class _Source:
         self.view_ordered = len(out.events)
         sc._last_repeats(stripper, self.year, out)
         sc._last_lines((bytes(self.tail) + self.partial)[-TAIL_BYTES:], out.lines, stripper, self.year, out)
+        first = (bytes(self.first) + self.partial)[:startup.HEAD_BYTES + 1]  # as the batch scan's first chunk
+        out.startup = startup.startup_settings(startup.head_window(first, len(first) <= startup.HEAD_BYTES), stripper)
         self.view = out
         return out
 

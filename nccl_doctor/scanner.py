@@ -30,6 +30,7 @@ from .reading import (
 )
 from .records import BLOCK_LITERALS, is_continuation, join_block, quotes_source, split_glued
 from .scan_events import make_event
+from .startup import HEAD_BYTES, head_window, startup_settings
 from .wrapped import SMALL_FILE, TerminalWrap, detect_width
 from .writers import last_lines
 
@@ -106,6 +107,7 @@ class Scanner:
         wrap: TerminalWrap | None = None
         base_line = 0
         tail = b""
+        first = b""
         try:
             for chunk in iter_chunks(fp):
                 if stripper is None:
@@ -121,6 +123,7 @@ class Scanner:
                     stripper = LauncherStripper(modes)
                     width = detect_width(head, stripper.strip, self.match_record, small=out.size <= SMALL_FILE)
                     wrap = TerminalWrap(width) if width else None
+                    first = chunk[:HEAD_BYTES + 1]
                 out.bytes += len(chunk)
                 self._scan_chunk(chunk, base_line, stripper, year, out, wrap)
                 nl = chunk.count(b"\n")
@@ -138,6 +141,8 @@ class Scanner:
                 out.step_ts, out.step_mmdd, out.years, out.capper = cap.step_ts, cap.step_mmdd, cap.years, None
             if stripper is not None:
                 self._last_lines(tail, base_line, stripper, year, out)
+                if not out.flipped:
+                    out.startup = startup_settings(head_window(first, len(first) <= HEAD_BYTES), stripper)
 
     # ---- candidate lines ---------------------------------------------------------------------
 

@@ -38,7 +38,7 @@ LAYERS = [
     ("reading", ["events", "findings", "kinds", "resources", "timeparse", "reading", "records", "formats", "regex_facts",
                  "format_files", "launchers", "jsonlog", "prefilter", "discover", "archives", "flightrec", "rasjson", "wrapped",
                  "__version__", "report.safe"]),  # the one cleaning function: every layer may make text inert
-    ("scan", ["scanner", "filescan", "fastscan", "eventcap", "scan_events", "writers"]),
+    ("scan", ["scanner", "filescan", "fastscan", "eventcap", "scan_events", "writers", "startup"]),
     ("model", ["model"]),
     ("evidence", ["evidence"]),
     ("rules", ["rules"]),

@@ -92,10 +92,6 @@ KNOWN_WRONG = {
                            "step 39 (0 target tokens)', every rank from step 40 (the all-reduce spread it) and the "
                            "Trainer's grad_norm reads nan; a divergence with no failure is not reported, and the rank "
                            "sits mid-record after the logging header",
-    "t73_evalshort_r1_w3_cfg_abort_tee": "rank 1's validation shard is shorter (its start-up line: 40 records, the "
-                                         "others 64), so its third gather_for_metrics is smaller and gloo aborts it "
-                                         "(SIGABRT, first, no traceback); the shard sizes are not compared and the "
-                                         "size-mismatch abort alone does not say which side deviated",
     "t76_nodekill_n2_3x2_tee": "node sc-gpu-303 is lost whole (agent and both workers SIGKILLed): its console stops "
                                "at step 45 with no traceback and no table, the two surviving tables list ranks 0-3 "
                                "only and every surviving rank loses a peer; its unranked lines are not tied to ranks "
@@ -133,12 +129,10 @@ KNOWN_WRONG = {
                                     "'ready': rank 3 never left that phase while the others timed out in DDP's "
                                     "all_reduce (the parent quotes process 0's timeout); a phase the others left is "
                                     "not read from these words",
-    "t89_powersgd_vs_none_r1_w3_tee": "rank 1 alone registers no comm hook (its 'comm hook:' start-up line) while the "
-                                      "job uses PowerSGD; when compression starts gloo aborts rank 0, a receiver, on the "
-                                      "size mismatch: read as a desync naming no rank",
-    "t89_allreduce_vs_fp16_r2_w3_split": "rank 2 alone registers fp16_compress_hook (its start-up line) and is the rank "
-                                         "gloo aborts ('7388 vs 3694': exactly half); a gloo size mismatch with one "
-                                         "aborted rank is read as a desync naming no rank",
+    "t94_groups_r2_w3_redirect": "rank 2 alone was built with 1 parameter group where the others have 2 (its start-up "
+                                 "line, console.log:1 against :2-3); rank 0, which gathers every shard for the "
+                                 "checkpoint, raises ZeRO's 'Mismatch between number of local and global parameter "
+                                 "groups' first: an error that reports a mismatch across ranks is read as rank 0's own",
     "t75_hang_r3_w4_split": "torchtitan's --local-ranks-filter 0 shows rank 0 alone: it times out in all_gather and "
                             "exits first; ranks 1-3 are all SIGTERMed, so neither the table nor any line tells that "
                             "rank 3 (blocked opening a FIFO) was the one the others waited for",

@@ -15,15 +15,12 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ..events import Event
-from ..model import JobModel, RankState
-from .causes import _CONSEQUENCE, _TIMEOUT_ECHOES
+from ..model import JobModel
+from .causes import _TIMEOUT_ECHOES
 from .endings import launcher_kills
 from .facts import _per_job
+from .sites import script_site as _site
 from .timeouts import P2P_CALLS, c10d_call, timeouts_by_pg
-from .tracebacks import frames_above, script_name
-
-#: Exception lines that may end a rank's wait (their message says it was an echo).
-_EXC_KINDS = frozenset((*_TIMEOUT_ECHOES, "python_exception"))
 
 
 @dataclass(slots=True, frozen=True)
@@ -33,24 +30,6 @@ class OddSite:
     others: str  # the majority's
     majority: list[int]
     events: list[Event]
-
-
-def _site(st: RankState) -> tuple[tuple[str, int], Event, Event, bool] | None:
-    """((script name, line), its frame, the exception, whether its traceback goes through
-    torch.distributed) of the last echo the process raised."""
-    evs = st.events
-    for i in range(len(evs) - 1, -1, -1):
-        exc = evs[i]
-        if exc.kind not in _EXC_KINDS:
-            continue
-        text = " ".join(str(v) for v in (exc.get("msg"), exc.get("err")) if v) or exc.text
-        if exc.kind == "python_exception" and not _CONSEQUENCE.search(text):
-            return None  # its own error: a cause, told elsewhere
-        frames = list(frames_above(evs, i, _EXC_KINDS))
-        f = next((f for f in frames if f.kind == "py_script_frame"), None)
-        in_c10d = any(f.kind == "torch_c10d_frame" for f in frames)
-        return ((script_name(f), int(f.get("srcline") or 0)), f, exc, in_c10d) if f is not None else None
-    return None
 
 
 @_per_job

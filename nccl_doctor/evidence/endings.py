@@ -35,9 +35,10 @@ from .causes import (
 from .exits import fail_ranks, forced_kills, state_for_pid, table_rank
 from .facts import _per_job, file_host, fmt_ranks, int_in, plural
 from .failures import failures
+from .sites import script_site
 from .statements import mismatch_reports
 from .teardown import harmless
-from .timeouts import timed_out_states, timeouts_by_pg
+from .timeouts import P2P_CALLS, c10d_call, timed_out_states, timeouts_by_pg
 from .tracebacks import chain_root
 
 _WAITED = re.compile(r"[Tt]imed out|[Tt]imeout")
@@ -291,4 +292,20 @@ def late_arrivals(job: JobModel) -> list[Ending]:
             if ev.kind in _TIMEOUT_ECHOES or _WAITED.search(_text(ev)):
                 last_timeout[ev.file] = max(last_timeout.get(ev.file, 0), ev.line)
     return [e for e in late if all(ev.line > last_timeout.get(ev.file, 0) for ev in e.events
-                                   if _PEER_GONE.search(_text(ev)))]
+                                   if _PEER_GONE.search(_text(ev))) or _elsewhere(e, timed)]
+
+
+def _elsewhere(late: Ending, timed: list[Ending]) -> bool:
+    """Its lost peer stopped it at another line of its script than the one every rank that timed
+    out waited at (two at least): it was not in their collective, whenever its error was written
+    (a waiter that lost a peer exiting from its own timeout waits at their line). Not for
+    point-to-point stages, which wait at different lines by design."""
+    states = [e.state for e in timed]
+    if late.state is None or len(states) < 2 or None in states \
+            or any(c10d_call(st) in P2P_CALLS for st in (*states, late.state)):
+        return False
+    sites = [script_site(st) for st in states]
+    mine = script_site(late.state)
+    if mine is None or None in sites or len({s[0] for s in sites}) != 1:
+        return False
+    return mine[0] != sites[0][0] and mine[0][0] == sites[0][0][0]  # same script, another line

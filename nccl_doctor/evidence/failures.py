@@ -75,14 +75,17 @@ _SPECIFIC = {"cuda_oom": 0, "cuda_error": 0, "nccl_cuda_fail": 0, "nccl_alloc_fa
              "torch_nccl_err_kind": 2, "torch_nccl_error": 2, "cpp_terminate": 3, "signal": 3}
 
 
-def _signalled_agents(job: JobModel) -> list[Failure]:
+def _signalled_agents(job: JobModel, found: list[Failure]) -> list[Failure]:
     """torchrun agents that were themselves signalled ("Received 15 death signal, shutting down
     workers") while other agents were not: that node was stopped from outside (a preemption, a
     scheduler's limit, an operator), and the others' errors follow from it. When every agent got the
     signal (one agent alone: it is the job) the whole job was stopped: no node stands out, and a stop
-    from outside is no failure (CATALOGUE: a scheduler's cancel is not a fault)."""
+    from outside is no failure (CATALOGUE: a scheduler's cancel is not a fault). Nor when a rank
+    raised an exception of its own (``found``): a lost node leaves the others echoes, never their own
+    errors; that rank's job failed, and the stop was someone's decision (a sweep's early stopping of
+    another trial in the same folder)."""
     agents, hit = agent_signals(job)
-    if not hit or set(hit) >= agents:
+    if not hit or set(hit) >= agents or any(f.category == "exception" and f.rank is not None for f in found):
         return []
     out = []
     for where, evs in hit.items():
@@ -296,7 +299,7 @@ def failures(job: JobModel) -> list[Failure]:
         out = [f for f in out if not all(e.kind == "log_error" for e in f.events) and not ran_past(job, f)]
     if not any(not f.exit_only for f in out):
         out += _lone_timeout(job)
-    out += _signalled_agents(job)
+    out += _signalled_agents(job, out)
     for pb in unreachable(job):  # a node's agent that could not reach the rendezvous endpoint
         out.append(Failure(rank=None, state=None, host=(pb.hosts or [None])[0], category="launcher", what=pb.what,
                            events=pb.events, label=f"the torchrun agent on {pb.hosts[0]}" if pb.hosts else None))

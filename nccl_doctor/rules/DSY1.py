@@ -23,6 +23,7 @@ from ..evidence.callsites import odd_call_site
 from ..evidence.dumps import Mismatch as DumpMismatch
 from ..evidence.dumps import dump_facts
 from ..evidence.facts import name_ranks, pg_label
+from ..evidence.oddsetting import odd_setting
 from ..evidence.oddwarn import odd_warning
 from ..evidence.statements import TRANSPORT_MISMATCH, mismatch_reports, mismatch_sender, mismatch_spared
 from ..evidence.steps import step_outlier, uneven_epoch
@@ -48,7 +49,7 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
     if not ahead and found:  # a desync is seen: a rank whose epoch has another length than the others' ran it
         ahead = _uneven(job)
     if not ahead and found and not any(m[4] for m in found):  # or the one rank that warned of something just before
-        ahead = _warned(job)
+        ahead = _warned(job) or _set_otherwise(job)
     if ahead and not dumps and not any(m[4] for m in found):
         found, confidence = ahead + found, "medium"  # the others say a desync happened, not who
     if not found:
@@ -223,14 +224,18 @@ def _fingerprint_mismatch(job: JobModel, reports: list) -> Mismatch:
     return (summary, blame, [known[r].host for r in blame if r in known], lead, blame)
 
 
+def _one(job: JobModel, rank: int, summary: str, events: list) -> list[Mismatch]:
+    """A hint that names one rank (and its host): the others say a desync happened, this says who."""
+    host = job.rank_hosts.get(rank)
+    return [(summary, [rank], [host] if host else [], events, [rank])]
+
+
 def _ran_ahead(job: JobModel) -> list[Mismatch]:
     """Every rank printed its step; one went past the step where all the others stopped, waiting."""
     odd = step_outlier(job)
     if odd is None or not odd.ahead:
         return []
-    host = job.rank_hosts.get(odd.rank)
-    return [(f"rank {odd.rank} ran ahead of the others: {odd.reason}", [odd.rank], [host] if host else [],
-             odd.events, [odd.rank])]
+    return _one(job, odd.rank, f"rank {odd.rank} ran ahead of the others: {odd.reason}", odd.events)
 
 
 def _uneven(job: JobModel) -> list[Mismatch]:
@@ -238,9 +243,7 @@ def _uneven(job: JobModel) -> list[Mismatch]:
     odd = uneven_epoch(job)
     if odd is None:
         return []
-    host = job.rank_hosts.get(odd.rank)
-    return [(f"rank {odd.rank} had uneven inputs: {odd.reason}", [odd.rank], [host] if host else [], odd.events,
-             [odd.rank])]
+    return _one(job, odd.rank, f"rank {odd.rank} had uneven inputs: {odd.reason}", odd.events)
 
 
 def _warned(job: JobModel) -> list[Mismatch]:
@@ -248,10 +251,19 @@ def _warned(job: JobModel) -> list[Mismatch]:
     odd = odd_warning(job)
     if odd is None:
         return []
-    host = job.rank_hosts.get(odd.rank)
     text = str(odd.event.get("msg") or odd.event.text)[:160]
-    return [(f"rank {odd.rank} alone warned, right before: \"{text}\"; it likely ran a collective of another size or "
-             "skipped one the others made", [odd.rank], [host] if host else [], [odd.event], [odd.rank])]
+    return _one(job, odd.rank, f"rank {odd.rank} alone warned, right before: \"{text}\"; it likely ran a collective "
+                "of another size or skipped one the others made", [odd.event])
+
+
+def _set_otherwise(job: JobModel) -> list[Mismatch]:
+    """The one rank whose start-up setting differs from every other rank's (evidence.oddsetting)."""
+    odd = odd_setting(job)
+    if odd is None:
+        return []
+    return _one(job, odd.rank, f"rank {odd.rank} alone started with \"{odd.event.text[:120]}\" where the others have "
+                f"\"{odd.usual.get('value', '')[:120]}\": it was built or configured otherwise, and likely ran a "
+                "collective of another size or skipped one the others made", [odd.event, odd.usual])
 
 
 def _odd_site(job: JobModel) -> list[Mismatch]:
@@ -259,7 +271,6 @@ def _odd_site(job: JobModel) -> list[Mismatch]:
     odd = odd_call_site(job)
     if odd is None:
         return []
-    host = job.rank_hosts.get(odd.rank)
-    return [(f"rank {odd.rank} timed out waiting at {odd.site} while {name_ranks(odd.majority)} gave up at "
-             f"{odd.others}: it was in another collective than the others (a rank-dependent code path, or "
-             "another number of elements or calls)", [odd.rank], [host] if host else [], odd.events, [odd.rank])]
+    return _one(job, odd.rank, f"rank {odd.rank} timed out waiting at {odd.site} while {name_ranks(odd.majority)} "
+                f"gave up at {odd.others}: it was in another collective than the others (a rank-dependent code "
+                "path, or another number of elements or calls)", odd.events)

@@ -1,0 +1,72 @@
+"""The settings each writer of a file printed as it started: "key: value" lines among its first lines.
+
+A job's own start-up banner is where a rank that was built or configured differently shows it, often
+nowhere else: "comm hook: none (built-in all-reduce)" where the other ranks print "comm hook:
+powerSGD_hook", "validation shard valid-00001-of-00003: 40 records" where the others have 64. No format
+pattern knows such lines (they are the job's own words), so they are not events: the scan keeps a few
+per writer, from the file's first HEAD_BYTES, for evidence.oddsetting to compare across ranks.
+
+Bounded: at most MAX_LINES lines of the head are looked at and PER_WRITER settings kept per writer,
+each key and value capped. Keys are the words right before the line's first ": "; both are kept as
+written.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .launchers import LauncherStripper
+from .reading import clean_line
+from .records import split_glued
+
+#: Bytes of the file's head looked at, lines of it, and settings kept per writer.
+HEAD_BYTES = 32 << 10
+MAX_LINES = 200
+PER_WRITER = 24
+#: The key: the run of words right before ": " (letters first; no brackets, pipes or colons in it).
+_KEY = re.compile(r"[A-Za-z][\w .,/()-]{0,60}$")
+
+#: A setting: (line, key, value).
+Setting = tuple[int, str, str]
+
+
+def setting_of(text: str) -> tuple[str, str] | None:
+    """("comm hook", "none (built-in all-reduce)") from "comm hook: none (built-in all-reduce)"."""
+    i = text.find(": ")
+    if i < 1 or i > 120:
+        return None
+    m = _KEY.search(text, 0, i)
+    if m is None:
+        return None
+    key = m.group(0).strip(" .,-")
+    value = text[i + 2:].strip()[:200]
+    if not key or not value or len(key.split()) > 6:
+        return None
+    return key, value
+
+
+def head_window(chunk: bytes, whole: bool) -> bytes:
+    """The complete lines among the first HEAD_BYTES (``whole``: ``chunk`` is all the file has)."""
+    window = chunk[:HEAD_BYTES]
+    if not (whole and len(chunk) <= HEAD_BYTES):
+        window = window[:window.rfind(b"\n") + 1]
+    return window
+
+
+def startup_settings(window: bytes, stripper: LauncherStripper) -> dict:
+    """writer key (None, ("rank", r), ("local_rank", l)) -> its first settings, in line order."""
+    out: dict = {}
+    for n, raw in enumerate(window.split(b"\n")[:MAX_LINES], 1):
+        if b": " not in raw or b"NCCL" in raw:  # NCCL's own INFO lines are read as events
+            continue
+        for rec in split_glued(clean_line(raw)):
+            lf, rest = stripper.strip(rec)
+            kv = setting_of(rest)
+            if kv is None:
+                continue
+            key = ("rank", lf["rank"]) if "rank" in lf else ("local_rank", lf["local_rank"]) \
+                if "local_rank" in lf else None
+            kept = out.setdefault(key, [])
+            if len(kept) < PER_WRITER:
+                kept.append((n, *kv))
+    return out

@@ -1,0 +1,111 @@
+"""Start-up settings ("key: value" banner lines) compared across ranks: the one rank configured otherwise.
+
+Console shapes from fixtures/realruns/t89_allreduce_vs_fp16_r2_w3_split and t73_evalshort_r1_w3_cfg_abort_tee
+(other hooks, other numbers): every rank prints its settings with a rank tag, gloo aborts one rank on a
+size mismatch, the others lose it. Which rank should be named is read from the lines by hand: the one
+whose setting no other rank shares.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+import nccl_doctor
+from nccl_doctor import Analyzer
+from nccl_doctor.startup import HEAD_BYTES, setting_of
+
+_ABORT = ["terminate called after throwing an instance of 'gloo::EnforceNotMet'",
+          "  what():  [enforce fail at /__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:456] "
+          "op.preamble.length <= op.nbytes. 5120 vs 2560. Received data size doesn't match expected size. Is there "
+          "a distributed collective mismatch?"]
+
+
+def _console(settings: dict[int, list[str]], lost: tuple[int, ...] = (0, 1, 3)) -> list[str]:
+    lines = [f"[rank {r}] {s}" for r, ss in settings.items() for s in ss]
+    for step in (0, 2, 4):
+        lines += [f"[rank {r}] step {step} loss 2.{r}{step}17" for r in settings]
+    lines += _ABORT
+    lines += [f"[rank{r}]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] "
+              f"Connection closed by peer [127.0.0.1]:4{r}11" for r in lost]
+    return lines
+
+
+def _desync_ranks(tmp_path, lines: list[str]) -> list[int] | None:
+    (tmp_path / "console.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    found = [f for f in nccl_doctor.analyze([str(tmp_path)], jobs=1).findings if f.rule == "DSY1"]
+    return found[0].ranks if found else None
+
+
+def _hooks(hooks: list[str]) -> dict[int, list[str]]:
+    return {r: ["training: world size 4, 40 steps, timeout 20 s", f"comm hook: {h}"] for r, h in enumerate(hooks)}
+
+
+def test_a_setting_is_the_words_before_the_first_colon_and_what_follows():
+    assert setting_of("comm hook: none (built-in all-reduce)") == ("comm hook", "none (built-in all-reduce)")
+    # a logging record's own prefix (time, level, logger, a [host:rank] tag) is not part of the key
+    assert setting_of("2026-11-27 22:20:26,187 INFO trainer [dgx-q-05:0] process group: backend gloo, timeout 60s") \
+        == ("process group", "backend gloo, timeout 60s")
+    assert setting_of("step 12 loss 2.31") is None
+    assert setting_of("12:00:01 started") is None
+
+
+def test_the_one_rank_with_another_comm_hook_is_named_in_a_desync(tmp_path):
+    hooks = ["default_hooks.allreduce_hook"] * 4
+    hooks[2] = "default_hooks.fp16_compress_hook"
+    assert _desync_ranks(tmp_path, _console(_hooks(hooks))) == [2]
+
+
+def test_a_number_only_one_rank_has_under_a_key_with_its_shard_names_it(tmp_path):
+    shards = {r: [f"validation shard valid-0000{r}-of-00004: {40 if r == 3 else 64} records"] for r in range(4)}
+    assert _desync_ranks(tmp_path, _console(shards, lost=(0, 1, 2))) == [3]
+
+
+def test_two_ranks_each_set_otherwise_single_out_none(tmp_path):
+    settings = _hooks(["powerSGD_hook"] * 4)
+    settings[1].append("micro batches: 8")
+    settings[2].append("micro batches: 4")
+    settings[3].append("micro batches: 4")
+    settings[0].append("micro batches: 4")
+    settings[2][1] = "comm hook: none"
+    assert _desync_ranks(tmp_path, _console(settings)) == []
+
+
+def test_rank_0_set_otherwise_is_the_coordinator_s_role_not_a_deviation(tmp_path):
+    settings = {r: [f"checkpointing: {'enabled' if r == 0 else 'disabled'}"] for r in range(4)}
+    assert _desync_ranks(tmp_path, _console(settings, lost=(1, 2, 3))) == []
+
+
+def test_settings_that_differ_by_nature_or_split_two_and_two_name_none(tmp_path):
+    seeds = {r: [f"data seed: {7 if r == 2 else 1}"] for r in range(4)}  # a seed may differ per rank
+    assert _desync_ranks(tmp_path, _console(seeds)) == []
+    split = _hooks(["powerSGD_hook", "powerSGD_hook", "none", "none"])
+    assert _desync_ranks(tmp_path, _console(split)) == []
+
+
+def test_with_two_ranks_a_difference_says_nothing_about_which_side(tmp_path):
+    settings = _hooks(["powerSGD_hook", "none"])
+    assert _desync_ranks(tmp_path, _console(settings, lost=(0,))) == []
+
+
+@pytest.mark.parametrize("pad", [0, HEAD_BYTES])
+def test_watch_reads_the_same_settings_as_the_batch_scan(tmp_path, pad):
+    hooks = ["allreduce_hook"] * 2 + ["fp16_compress_hook", "allreduce_hook"]
+    lines = [f"[rank 0] warm-up note {i:05d} " + "x" * 60 for i in range(pad // 80)] + _console(_hooks(hooks))
+    data = ("\n".join(lines) + "\n").encode()
+    path = tmp_path / "console.log"
+    path.write_bytes(data)
+    live = Analyzer()
+    rng, i = random.Random(5), 0
+    while i < len(data):
+        n = rng.randint(1, 700)
+        live.feed_bytes(str(path), data[i:i + n])
+        i += n
+    batch = nccl_doctor.analyze([str(path)], jobs=1)
+    assert live.report().to_dict()["findings"] == batch.to_dict()["findings"]
+    named = [f.ranks for f in batch.findings if f.rule == "DSY1"]
+    if pad == 0:
+        assert named == [[2]]
+    else:  # past the head the banner is not read: nothing names rank 2 as set otherwise
+        assert all(2 not in r for r in named)

@@ -1,0 +1,81 @@
+"""A rank that was elsewhere while the others timed out, and an agent stopped from outside beside a job
+that failed of its own. Line shapes from fixtures/realruns/t97_stalescale_r1_w3_split (gloo timeouts in a
+barrier, one rank's closed peer in its backward) and t96_early_raise_t2_r0_w2_dirs (a sweep driver's
+SIGTERM to one trial's torchrun, another trial's own exception), with other pids, ports and lines.
+Expected ranks are read from the lines by hand."""
+
+from __future__ import annotations
+
+from nccl_doctor import analyze
+
+_TIMEOUT = {"recv": "unbound_buffer.cc:78] Timed out waiting 20000ms for recv operation to complete",
+            "send": "unbound_buffer.cc:129] Timed out waiting 20000ms for send operation to complete"}
+
+
+def _traceback(rank: int, line: int, call: str, error: str) -> list[str]:
+    lib = "/opt/venv/lib/python3.11/site-packages/torch"
+    inner = ([f'  File "{lib}/distributed/c10d_logger.py", line 83, in wrapper', "    return func(*args, **kwargs)",
+              f'  File "{lib}/distributed/distributed_c10d.py", line 5356, in barrier', "    work.wait()"]
+             if call == "dist.barrier()" else
+             [f'  File "{lib}/_tensor.py", line 623, in backward', "    torch.autograd.backward("])
+    body = ["Traceback (most recent call last):", '  File "/job/train.py", line 201, in <module>', "    main()",
+            f'  File "/job/train.py", line {line}, in main', f"    {call}", *inner,
+            f"RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/{error}"]
+    return [f"[rank{rank}]: {b}" for b in body]
+
+
+def _hang(tmp_path, rank1_line: int, rank1_call: str) -> list[int]:
+    # ranks 0 and 2 time out in the barrier at line 180; rank 1's closed peer is written between them
+    lines = [f"[rank {r}] step {s} loss 2.{r}{s}1" for s in range(8) for r in range(3)]
+    lines += _traceback(0, 180, "dist.barrier()", _TIMEOUT["send"])
+    lines += _traceback(1, rank1_line, rank1_call, "pair.cc:553] Connection closed by peer [127.0.0.1]:41177. This "
+                        "is typically caused by a remote worker crashing.")
+    lines += _traceback(2, 180, "dist.barrier()", _TIMEOUT["recv"])
+    (tmp_path / "console.err").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return analyze([str(tmp_path)], jobs=1).verdict.get("ranks") or []
+
+
+def test_a_rank_that_lost_its_peer_at_another_line_than_where_the_others_timed_out_was_elsewhere(tmp_path):
+    assert _hang(tmp_path, 163, "scaled.backward()") == [1]
+
+
+def test_a_closed_peer_at_the_line_where_the_others_timed_out_is_one_more_waiter(tmp_path):
+    assert _hang(tmp_path, 180, "dist.barrier()") == []
+
+
+_AGENT_STOPPED = [
+    "W1128 03:12:41.118000 61402 torch/distributed/elastic/agent/server/api.py:753] Received 15 death signal, "
+    "shutting down workers",
+    "W1128 03:12:41.119000 61402 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process 61410 "
+    "closing signal SIGTERM",
+    "W1128 03:12:41.121000 61402 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process 61411 "
+    "closing signal SIGTERM",
+    "torch.distributed.elastic.multiprocessing.api.SignalException: Process 61402 got signal: 15",
+]
+_OWN_ERROR = [
+    "2026-11-28 03:12:52,410 INFO [rank 0] step 3/30 loss 0.4431",
+    "[rank0]: Traceback (most recent call last):",
+    '[rank0]:   File "/job/train.py", line 201, in <module>',
+    "[rank0]:     main()",
+    '[rank0]:   File "/job/train.py", line 188, in main',
+    "[rank0]:     loss = F.mse_loss(out, y)",
+    "[rank0]: RuntimeError: The size of tensor a (48) must match the size of tensor b (24) at non-singleton dimension 0",
+    "[rank1]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed "
+    "by peer [127.0.0.1]:40412. This is typically caused by a remote worker crashing.",
+    "E1128 03:12:53.102000 61520 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1) "
+    "local_rank: 0 (pid: 61530) of binary: /opt/venv/bin/python3",
+]
+
+
+def test_a_trial_stopped_from_outside_does_not_hide_another_trials_own_exception(tmp_path):
+    for name, lines in (("trial_1", _AGENT_STOPPED), ("trial_2", _OWN_ERROR)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "train.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert analyze([str(tmp_path)], jobs=1).verdict.get("ranks") == [0]
+
+
+def test_an_agent_stopped_from_outside_still_explains_the_echoes_of_the_others(tmp_path):
+    (tmp_path / "node-a.log").write_text("\n".join(_AGENT_STOPPED) + "\n", encoding="utf-8")
+    (tmp_path / "node-b.log").write_text("\n".join(_OWN_ERROR[-2:]) + "\n", encoding="utf-8")
+    report = analyze([str(tmp_path)], jobs=1)
+    assert report.verdict.get("ranks") == [] and "signal 15" in report.verdict["summary"]
