@@ -7,7 +7,8 @@ pattern knows such lines (they are the job's own words), so they are not events:
 per writer, from the file's first HEAD_BYTES, for evidence.oddsetting to compare across ranks.
 
 Bounded: at most MAX_LINES lines of the head are looked at and PER_WRITER settings kept per writer,
-each key and value capped. Keys are the words right before the line's first ": "; both are kept as
+each key and value capped; the head is left once every writer is full and QUIET_LINES lines brought
+no new one (a per-rank log of step lines costs a few dozen lines, not MAX_LINES). Keys are the words right before the line's first ": "; both are kept as
 written.
 """
 
@@ -22,7 +23,9 @@ from .records import split_glued
 #: Bytes of the file's head looked at, lines of it, and settings kept per writer.
 HEAD_BYTES = 32 << 10
 MAX_LINES = 200
-PER_WRITER = 24
+PER_WRITER = 16
+#: Lines with no new writer after which a head whose every writer is full is left.
+QUIET_LINES = 16
 #: The key: the run of words right before ": " (letters first; no brackets, pipes or colons in it).
 _KEY = re.compile(r"[A-Za-z][\w .,/()-]{0,60}$")
 
@@ -56,7 +59,10 @@ def head_window(chunk: bytes, whole: bool) -> bytes:
 def startup_settings(window: bytes, stripper: LauncherStripper) -> dict:
     """writer key (None, ("rank", r), ("local_rank", l)) -> its first settings, in line order."""
     out: dict = {}
+    newest = 0  # the line that brought the latest new writer
     for n, raw in enumerate(window.split(b"\n")[:MAX_LINES], 1):
+        if n - newest > QUIET_LINES and out and all(len(v) >= PER_WRITER for v in out.values()):
+            break  # every writer is full and no new one came for a while (a log of steps: a few dozen lines)
         if b": " not in raw or b"NCCL" in raw:  # NCCL's own INFO lines are read as events
             continue
         for rec in split_glued(clean_line(raw)):
@@ -66,7 +72,10 @@ def startup_settings(window: bytes, stripper: LauncherStripper) -> dict:
                 continue
             key = ("rank", lf["rank"]) if "rank" in lf else ("local_rank", lf["local_rank"]) \
                 if "local_rank" in lf else None
-            kept = out.setdefault(key, [])
+            kept = out.get(key)
+            if kept is None:
+                kept = out[key] = []
+                newest = n
             if len(kept) < PER_WRITER:
                 kept.append((n, *kv))
     return out
