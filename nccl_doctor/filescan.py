@@ -22,6 +22,7 @@ class FileScan:
     parsed: int = 0
     events: list[Event] = field(default_factory=list)
     last_lines: dict = field(default_factory=dict)  # writer key -> LastLine
+    last_before: dict = field(default_factory=dict)  # writer key -> the text of its line before its last
     startup: dict = field(default_factory=dict)  # writer key -> its first settings (see startup.py)
     modes: tuple[str, ...] = ()
     skipped: str | None = None  # whole file skipped (binary, unreadable)

@@ -3,7 +3,8 @@
 Read from the file's tail (the last TAIL_BYTES) after its events: a file with one writer needs only
 its last line; others are walked back until every writer its events named has been met. Also the
 "quiet" span: timestamped lines from outside the job (a cron, the scheduler) after the job's last
-labelled line, which measure how long the job stayed silent.
+labelled line, which measure how long the job stayed silent. And the line each rank wrote before
+its last (``FileScan.last_before``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from .launchers import LauncherStripper
 from .reading import clean_line
 from .timeparse import event_time, parse_iso
 
+#: Lines walked back past the point where every writer's last line is known, for the lines before them.
+BEFORE_LINES = 200
 _NCCL_WHO = re.compile(r"^(?:\[[\d: -]{19,30}\] )?([\w.-]{1,253}):(\d{1,10}):\d{1,10} ")
 
 
@@ -33,6 +36,11 @@ def last_lines(tail: bytes, total: int, stripper: LauncherStripper, year: int, o
         if "launcher_pid" in ev.fields:
             wanted.add(("lpid", ev.fields.get("launcher_ip"), ev.fields["launcher_pid"]))
     single = len(wanted) <= 1
+    # The line before the last of each rank's label (and of a file's one writer): where a rank that
+    # stopped one line short of the others stopped (see evidence.behind)
+    want_before = {k for k in wanted if k[0] == "rank"} | ({None} if single else set())
+    befores: dict = {}
+    extra: int | None = None
     labelled = any(k[0] in ("rank", "local_rank") for k in wanted)
     quiet_ts: list[float] = []
     job_line: int | None = None
@@ -66,6 +74,14 @@ def last_lines(tail: bytes, total: int, stripper: LauncherStripper, year: int, o
                     quiet_ts.append(t)
             else:
                 job_line = line_no
+        for k in keys:
+            if k in want_before and k in seen and k not in befores:
+                befores[k] = rest.strip()[:MAX_TEXT]
+        if extra is not None:  # every last line is known: only the lines before them are still looked for
+            extra -= 1
+            if extra <= 0 or want_before.issubset(befores):
+                break
+            continue
         last = None
         for k in keys:
             if k not in seen:
@@ -73,8 +89,13 @@ def last_lines(tail: bytes, total: int, stripper: LauncherStripper, year: int, o
                     last = LastLine(out.path, line_no, rest.strip()[:MAX_TEXT], event_time(lf, year),
                                     not stripper.relays.isdisjoint(lf.get("launchers", ())))
                 seen[k] = last
+                if k is not None and k[0] == "rank":
+                    want_before.add(k)
         if (single or wanted.issubset(seen)) and (not labelled or job_line is not None):
-            break
+            if want_before.issubset(befores):
+                break
+            extra = BEFORE_LINES
     out.last_lines = seen
+    out.last_before = befores
     if job_line is not None and len(quiet_ts) >= 2:
         out.quiet = (min(quiet_ts), max(quiet_ts), job_line)

@@ -125,10 +125,6 @@ KNOWN_WRONG = {
                                          "1's stderr.log shows it in read_shard while ranks 0 and 2 wait in "
                                          "loss.backward; faulthandler's thread stacks are not compared, so the verdict "
                                          "says only that the three exited alike",
-    "t92_hang_r3_w4_tcp_print_tee": "every rank prints 'refreshing data shard ... for step 10' and only ranks 0-2 print "
-                                    "'ready': rank 3 never left that phase while the others timed out in DDP's "
-                                    "all_reduce (the parent quotes process 0's timeout); a phase the others left is "
-                                    "not read from these words",
     "t94_groups_r2_w3_redirect": "rank 2 alone was built with 1 parameter group where the others have 2 (its start-up "
                                  "line, console.log:1 against :2-3); rank 0, which gathers every shard for the "
                                  "checkpoint, raises ZeRO's 'Mismatch between number of local and global parameter "

@@ -79,3 +79,26 @@ def test_an_agent_stopped_from_outside_still_explains_the_echoes_of_the_others(t
     (tmp_path / "node-b.log").write_text("\n".join(_OWN_ERROR[-2:]) + "\n", encoding="utf-8")
     report = analyze([str(tmp_path)], jobs=1)
     assert report.verdict.get("ranks") == [] and "signal 15" in report.verdict["summary"]
+
+
+def _phase_console(tmp_path, ready: tuple[int, ...], world: int = 4) -> list[int]:
+    # Shapes of t92_hang_r3_w4_tcp_print_tee: every rank enters a phase of its own words and says when it
+    # is done; the ranks that left it time out in their next collective (one traceback, no rank on it).
+    lines = []
+    for step in (5, 10):
+        lines += [f"[rank {r}] refreshing data shard shard-0000{r} for step {step}" for r in range(world)]
+        lines += [f"[rank {r}] shard shard-0000{r} ready" for r in range(world) if step == 5 or r in ready]
+        lines += [f"[rank {r}] step {step + 1}/20 loss 0.{r}81" for r in range(world) if step == 5]
+    lines += ["Traceback (most recent call last):", '  File "/job/train.py", line 91, in main', "    loss.backward()",
+              "RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:129] Timed out "
+              "waiting 20000ms for send operation to complete"]
+    (tmp_path / "console.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return analyze([str(tmp_path)], jobs=1).verdict.get("ranks") or []
+
+
+def test_the_rank_that_never_left_a_phase_every_other_rank_left_is_the_one_they_waited_for(tmp_path):
+    assert _phase_console(tmp_path, ready=(0, 1, 3)) == [2]
+
+
+def test_two_ranks_still_in_the_phase_single_out_none(tmp_path):
+    assert _phase_console(tmp_path, ready=(0, 1)) == []

@@ -21,6 +21,7 @@ from typing import Any
 
 from ..events import Event, LastLine
 from ..model import JobModel, RankState, pg_key, stage_index
+from .behind import line_behind
 from .dumps import dump_facts
 from .endings import host_of_rank, late_arrivals, quiet_odd_ones
 from .facts import (
@@ -125,6 +126,12 @@ def lagging_ranks(job: JobModel) -> list[Suspect]:
     behind = step_outlier(job)
     if behind is not None and not behind.ahead:
         add(Suspect(behind.rank, job.known_ranks().get(behind.rank), behind.reason, "medium", behind.events))
+    short = line_behind(job) if behind is None and (timeouts_by_pg(job) or watchdog_kills(job)) else None
+    if short is not None:
+        add(Suspect(short.rank, job.known_ranks().get(short.rank),
+                    f"its last line, \"{short.last[:100]}\", is the one every other rank wrote just before its own last "
+                    f"(\"{short.others[:100]}\"): it never got past that point while they went on and waited",
+                    "medium", short.events))
     if not quiet_odd_ones(job)[0]:  # a rank that wrote nothing is the likelier one they waited for
         waited = sum(len(pt.reports) for pt in timeouts_by_pg(job).values())
         late = late_arrivals(job)

@@ -110,6 +110,7 @@ class JobModel:
     #: line with only outside lines (a cron, the scheduler) written to that file.
     quiet: dict[str, tuple] = field(default_factory=dict)
     startup: dict[str, dict] = field(default_factory=dict)  # file -> writer -> its start-up settings
+    last_before: dict[str, dict] = field(default_factory=dict)  # file -> writer -> its line before its last
     kind_index: dict[str, list[Event]] = field(default_factory=dict, repr=False)
     #: The live progress model and the time now (``evidence.stall.Live``), set by the incremental
     #: analyzer that ``watch`` runs; None in a batch analysis (no line has an arrival time there).
@@ -284,7 +285,8 @@ def build_job(events: list[Event], scans: list) -> JobModel:
     job = JobModel(ranks=ranks, events=sorted(events, key=by_place), ranks_expected=world,
                    hosts=hosts, rank_hosts={**table_hosts, **{r.rank: r.host for r in ranks if r.rank is not None and r.host}}, files=[s.path for s in scans], last_lines=last_by_file,
                    quiet={s.path: s.quiet for s in scans if getattr(s, "quiet", None)},
-                   startup={s.path: s.startup for s in scans if getattr(s, "startup", None)})
+                   startup={s.path: s.startup for s in scans if getattr(s, "startup", None)},
+                   last_before={s.path: s.last_before for s in scans if getattr(s, "last_before", None)})
     job.flipped = {s.path: s.flipped for s in scans if getattr(s, "flipped", 0)}
     if scans and all(getattr(s, "step_ts", None) is not None for s in scans):
         job.step_times = sorted(t for s in scans for t in s.step_ts if t == t)  # t != t: NaN, no time

@@ -1,0 +1,71 @@
+"""The one rank that stopped a line short of the others: its last line is the one every other rank
+printed just before its own last.
+
+A phase of the job's own ("refreshing data shard shard-00003 for step 10", then "shard shard-00003
+ready") that every rank entered and all but one left is where that rank hung, whatever words the job
+uses: the others went on to their next collective and waited there for it. No pattern knows such
+lines; their shapes (digits masked) are compared. A hint (RK3 at medium confidence), only with three
+ranks or more, when every other rank's last line has one shape and the line before it has the odd
+rank's last shape, and when the odd rank wrote no error of its own.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from ..events import Event, LastLine
+from ..model import JobModel, RankState
+from .facts import _per_job
+
+_DIGITS = re.compile(r"\d+")
+
+
+@dataclass(slots=True)
+class LineBehind:
+    rank: int
+    last: str  # its last line
+    others: str  # the line every other rank wrote after it
+    events: list[Event]
+
+
+def _shape(text: str) -> str:
+    return _DIGITS.sub("#", text.strip())
+
+
+def _before(job: JobModel, st: RankState) -> str | None:
+    """The line its writer wrote before its last one (the key its last line is filed under)."""
+    ll = st.last_line
+    if ll is None:
+        return None
+    per = job.last_lines.get(ll.file) or {}
+    before = job.last_before.get(ll.file) or {}
+    keys = [k for k, v in per.items() if v is ll and k in before]
+    own = ("rank", st.rank)
+    key = own if own in keys else (None if None in keys and len(per) == 1 else None if not keys else keys[0])
+    return before.get(key) if key in keys else None
+
+
+def _event(ll: LastLine, rank: int | None) -> Event:
+    return Event("last_line", ll.file, ll.line, rank=rank, ts=ll.ts, text=ll.text)
+
+
+@_per_job
+def line_behind(job: JobModel) -> LineBehind | None:
+    ranks = [st for st in job.ranks if st.rank is not None and st.last_line is not None]
+    if len(ranks) < 3 or len({st.rank for st in ranks}) != len(ranks):
+        return None
+    shapes = {st.rank: _shape(st.last_line.text) for st in ranks}
+    (common, n), *rest = Counter(shapes.values()).most_common()
+    if n != len(ranks) - 1 or not rest:
+        return None
+    odd = next(st for st in ranks if shapes[st.rank] != common)
+    if odd.errors or odd.timeouts:
+        return None  # it said what befell it
+    others = [st for st in ranks if st is not odd]
+    befores = [_before(job, st) for st in others]
+    if any(b is None or _shape(b) != shapes[odd.rank] for b in befores):
+        return None
+    lead = others[0].last_line
+    return LineBehind(odd.rank, odd.last_line.text, lead.text, [_event(odd.last_line, odd.rank), _event(lead, others[0].rank)])
