@@ -1,21 +1,22 @@
-"""The settings each writer of a file printed as it started: "key: value" lines among its first lines.
+"""The settings each writer of a file printed as it started: lines with a value among its first lines.
 
 A job's own start-up banner is where a rank that was built or configured differently shows it, often
 nowhere else: "comm hook: none (built-in all-reduce)" where the other ranks print "comm hook:
 powerSGD_hook", "validation shard valid-00001-of-00003: 40 records" where the others have 64. No format
 pattern knows such lines (they are the job's own words), so they are not events: the scan keeps a few
-per writer, from the file's first HEAD_BYTES, for evidence.oddsetting to compare across ranks.
+per writer (lines with a number or a "key: value"), from the file's first HEAD_BYTES, for
+evidence.oddsetting to compare across ranks; ``setting_of`` reads a "key: value" line there.
 
 Bounded: at most MAX_LINES lines of the head are looked at and PER_WRITER settings kept per writer,
-each key and value capped; the head is left once every writer is full and QUIET_LINES lines brought
-no new one (a per-rank log of step lines costs a few dozen lines, not MAX_LINES). Keys are the words right before the line's first ": "; both are kept as
-written.
+each line capped; the head is left once every writer is full and QUIET_LINES lines brought no new one
+(a per-rank log of step lines costs a few dozen lines, not MAX_LINES).
 """
 
 from __future__ import annotations
 
 import re
 
+from .events import MAX_TEXT
 from .launchers import LauncherStripper
 from .reading import clean_line
 from .records import split_glued
@@ -29,8 +30,9 @@ QUIET_LINES = 16
 #: The key: the run of words right before ": " (letters first; no brackets, pipes or colons in it).
 _KEY = re.compile(r"[A-Za-z][\w .,/()-]{0,60}$")
 
-#: A setting: (line, key, value).
-Setting = tuple[int, str, str]
+#: A line kept: (line number, its text without launcher prefixes).
+Setting = tuple[int, str]
+_VALUE = re.compile(r"\d|: ")
 
 
 def setting_of(text: str) -> tuple[str, str] | None:
@@ -57,18 +59,17 @@ def head_window(chunk: bytes, whole: bool) -> bytes:
 
 
 def startup_settings(window: bytes, stripper: LauncherStripper) -> dict:
-    """writer key (None, ("rank", r), ("local_rank", l)) -> its first settings, in line order."""
+    """writer key (None, ("rank", r), ("local_rank", l)) -> its first lines with a value, in line order."""
     out: dict = {}
     newest = 0  # the line that brought the latest new writer
     for n, raw in enumerate(window.split(b"\n")[:MAX_LINES], 1):
         if n - newest > QUIET_LINES and out and all(len(v) >= PER_WRITER for v in out.values()):
             break  # every writer is full and no new one came for a while (a log of steps: a few dozen lines)
-        if b": " not in raw or b"NCCL" in raw:  # NCCL's own INFO lines are read as events
+        if b"NCCL" in raw:  # NCCL's own INFO lines are read as events
             continue
         for rec in split_glued(clean_line(raw)):
             lf, rest = stripper.strip(rec)
-            kv = setting_of(rest)
-            if kv is None:
+            if not _VALUE.search(rest):
                 continue
             key = ("rank", lf["rank"]) if "rank" in lf else ("local_rank", lf["local_rank"]) \
                 if "local_rank" in lf else None
@@ -77,5 +78,5 @@ def startup_settings(window: bytes, stripper: LauncherStripper) -> dict:
                 kept = out[key] = []
                 newest = n
             if len(kept) < PER_WRITER:
-                kept.append((n, *kv))
+                kept.append((n, rest.strip()[:MAX_TEXT // 2]))
     return out

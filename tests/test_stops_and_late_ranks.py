@@ -102,3 +102,26 @@ def test_the_rank_that_never_left_a_phase_every_other_rank_left_is_the_one_they_
 
 def test_two_ranks_still_in_the_phase_single_out_none(tmp_path):
     assert _phase_console(tmp_path, ready=(0, 1)) == []
+
+
+def _alike_console(tmp_path, messages: dict[int, str]) -> list[int]:
+    # Shapes of t100_nowait_r2_w3_split: every rank gathers a checksum per rank and raises the same error
+    lines = []
+    for r, msg in messages.items():
+        lines += [f"[rank{r}]: Traceback (most recent call last):", f'[rank{r}]:   File "/job/train.py", line 120, in main',
+                  f'[rank{r}]:     raise RuntimeError(f"replica check failed at step {{step}}: ..."',
+                  f"[rank{r}]: RuntimeError: {msg}"]
+    (tmp_path / "console.err").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return analyze([str(tmp_path)], jobs=1).verdict.get("ranks") or []
+
+
+def test_the_one_rank_that_every_ranks_same_error_names_is_accused(tmp_path):
+    msg = "replica check failed at step 9: parameter checksum of rank(s) [1] differs ([0.25, -0.5, 0.25])"
+    assert _alike_console(tmp_path, dict.fromkeys(range(3), msg)) == [1]
+
+
+def test_an_error_naming_two_ranks_or_not_raised_by_every_rank_accuses_none_alone(tmp_path):
+    two = "replica check failed at step 9: parameter checksum of rank(s) [1, 2] differs"
+    assert _alike_console(tmp_path, dict.fromkeys(range(4), two)) == [0, 1, 2, 3]
+    one = "replica check failed at step 9: parameter checksum of rank(s) [1] differs"
+    assert sorted(_alike_console(tmp_path, dict.fromkeys((0, 2), one))) != [1]

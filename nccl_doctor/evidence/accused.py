@@ -20,6 +20,11 @@ DDP checks at construction that every rank holds the same model (torch/csrc/dist
 
 Anything less clear (two ranks naming each other, counts of some ranks unknown, an even split of
 counts) leaves the failures as they are: every raising rank, alike.
+
+The job's own checks do the same in their own words: every rank raising one error (the same message)
+that names one rank, "replica consistency check failed at step 9: parameter checksum of rank(s) [2]
+differs", accuses that rank (a gathered check every rank runs alike). Only when every rank of the
+world raised it, the message names exactly one rank, and that rank is in the job.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from .failure_record import Failure
 
 _COUNTS = re.compile(r"DDP expects same model across all ranks, but Rank (?P<me>\d{1,7}) has (?P<mine>\d{1,12}) params, "
                      r"while rank (?P<peer>\d{1,7}) has inconsistent (?P<theirs>\d{1,12}) params")
+_NAMED = re.compile(r"\b(?:[Rr]anks?|RANKS?)(?:\(s\))?[ :=#]{0,3}(\[[\d, ]{1,200}\]|\d{1,7}\b)")
 _SIZES = re.compile(r"appears not to match (?:sizes|strides) of the same param in process (?P<ref>\d{1,7})")
 
 
@@ -67,21 +73,39 @@ def _odd_by_sizes(own: dict[int, Failure], world: int) -> list[int] | None:
     return raisers if len(raisers) <= world - len(raisers) else None
 
 
+def _named_alike(own: dict[int, Failure], world: int) -> tuple[list[int], Failure] | None:
+    """The one rank that the one error every rank raised names (see module doc)."""
+    if world < 3 or set(own) != set(range(world)):
+        return None
+    texts = {f.events[0].text for f in own.values() if f.events}
+    if len(texts) != 1 or len(own) != world:
+        return None
+    named = {int(n) for m in _NAMED.finditer(next(iter(texts))) for n in re.findall(r"\d{1,7}", m.group(1))}
+    if len(named) != 1 or not 0 <= next(iter(named)) < world:
+        return None
+    return [next(iter(named))], own[min(own)]
+
+
 def accused_failures(job: JobModel, out: list[Failure]) -> list[Failure]:
     """The failures of the ranks holding the odd model (see module doc), each as a config failure; the
     other ranks' failures of the check dropped. ``out`` as it is when the logs do not tell."""
     own = {f.rank: f for f in out if f.rank is not None and not f.exit_only}
     world = job.ranks_expected
     checked = {r for r, f in own.items() if any(_COUNTS.search(e.text) or _SIZES.search(e.text) for e in f.events)}
-    if not checked or world is None or world < 2:
+    seen = set(job.known_ranks())
+    alike = _named_alike(own, world or (len(seen) if seen == set(range(len(seen))) else 0)) if not checked else None
+    if alike is None and (world is None or world < 2):
         return out
-    odd = _odd_by_counts(own, world) or _odd_by_sizes(own, world)
-    if not odd:
+    if alike is not None:
+        (odd, first), checked = alike, set(own)
+        what = f"every rank's own check names it: {first.events[0].text[:200]}"
+    elif checked and (odd := _odd_by_counts(own, world) or _odd_by_sizes(own, world)):
+        first = own[min(checked)]
+        what = (f"its model differs from the other ranks' (DDP's parameter check at construction: "
+                f"{first.events[0].text[:160]})")
+    else:
         return out
     known = job.known_ranks()
-    first = own[min(checked)]
-    what = (f"its model differs from the other ranks' (DDP's parameter check at construction: "
-            f"{first.events[0].text[:160]})")
     blamed = [Failure(rank=r, state=known.get(r), host=(own[r].host if r in own else None) or job.rank_hosts.get(r),
                       category="config", what=what, events=[*(own[r].events[:1] if r in own else []), *first.events[:1]])
               for r in odd]

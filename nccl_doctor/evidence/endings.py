@@ -291,8 +291,18 @@ def late_arrivals(job: JobModel) -> list[Ending]:
         for ev in e.events:
             if ev.kind in _TIMEOUT_ECHOES or _WAITED.search(_text(ev)):
                 last_timeout[ev.file] = max(last_timeout.get(ev.file, 0), ev.line)
-    return [e for e in late if all(ev.line > last_timeout.get(ev.file, 0) for ev in e.events
-                                   if _PEER_GONE.search(_text(ev))) or _elsewhere(e, timed)]
+    return [e for e in late if (all(ev.line > last_timeout.get(ev.file, 0) for ev in e.events
+                                    if _PEER_GONE.search(_text(ev))) and not _facing(e, timed)) or _elsewhere(e, timed)]
+
+
+def _facing(late: Ending, timed: list[Ending]) -> bool:
+    """One rank timed out in one collective while this one waited in another (its lost peer was raised
+    inside a torch.distributed call other than the timed-out rank's): two ranks each waiting for the
+    other, the one that gave up first no earlier than the other; nothing says which side strayed."""
+    if len(timed) != 1 or late.state is None or timed[0].state is None:
+        return False
+    mine, theirs = c10d_call(late.state), c10d_call(timed[0].state)
+    return mine is not None and theirs is not None and mine != theirs
 
 
 def _elsewhere(late: Ending, timed: list[Ending]) -> bool:

@@ -3,16 +3,19 @@
 In a desync the receivers' errors say only that the ranks ran different collectives, never who
 deviated; a rank built or configured differently often shows it only in its own start-up banner:
 "comm hook: none (built-in all-reduce)" where every other rank prints "comm hook: powerSGD_hook",
-"validation shard valid-00001-of-00003: 40 records" where the others have 64. What an expert does
-then is line the ranks' banners up (the scan keeps each writer's first "key: value" lines, see
-``startup``) and look for the one that differs. A hint, not a statement (DSY1 names the rank at
+"validation shard valid-00001-of-00003: 40 records" where the others have 64, "loaded model.pt,
+76810 parameters" where the others loaded 22026. What an expert does then is line the ranks'
+banners up (the scan keeps each writer's first lines with a value, see ``startup``) and look for the
+one that differs: in the value of a "key: value" line, or in one number of a line every rank prints
+in the same words. A hint, not a statement (DSY1 names the rank at
 medium confidence).
 
-Only a key that three ranks or more printed before they trained or failed, on which every rank but
-one printed the same value; only when a single rank stands out so (two ranks each differing on some
-key single out none). Keys that differ by nature (the rank, host, pid, device, seed, port, a time, a
-per-rank statistic) are left out, as are values naming a host, and rank 0: the coordinator prints
-its own role, paths and switches ("is main process: True") by design.
+Only a value that three ranks or more printed before they trained or failed, and every rank but one
+printed alike; only when a single rank stands out so (two ranks each differing somewhere single out
+none). Lines about what differs by nature (the rank, host, pid, device, seed, port, a time, a
+per-rank statistic) are left out, as are clock times, values naming a host, a number that is the
+rank's own rank or local rank, and rank 0: the coordinator prints its own role, paths and switches
+("is main process: True") by design.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 
 from ..events import Event
 from ..model import JobModel, RankState
+from ..startup import setting_of
 from .facts import _per_job
 
 #: Key words of settings that differ from rank to rank by nature, or are errors and frames, not settings.
@@ -31,8 +35,6 @@ _NATURAL = re.compile(r"\b(?:ranks?|local|host(?:name)?|nodes?|pids?|devices?|gp
                       r"throughput|speed|mem(?:ory)?|rss|exitcode|error_file|traceback|what)\b|error|exception|warning|"
                       r"[()/]")
 _DIGITS = re.compile(r"\d+")
-#: Values compared: the first few a rank printed under one key.
-_VALUES = 4
 
 
 @dataclass(slots=True)
@@ -61,20 +63,43 @@ def _writers(job: JobModel) -> dict[int, list[tuple[str, tuple, RankState | None
     return out
 
 
-def _settings(job: JobModel, writers: list[tuple[str, tuple, RankState | None]]) -> dict[str, list]:
-    """key (digits masked) -> [(file, line, value, key as written)] of one rank's own start-up
-    settings, before it trained or failed."""
-    out: dict[str, list] = defaultdict(list)
+#: Clock times and dates inside a line: no setting, and they differ from rank to rank.
+_CLOCK = re.compile(r"\d{4}-\d\d-\d\d|\d{1,2}:\d\d(?::\d\d)?(?:[.,]\d{1,9})?")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+#: Lines compared under one key: the first few a rank printed with it.
+_VALUES = 4
+
+#: What one rank printed as it started: item -> (value, file, line, text). Items: ("kv", key, j) for
+#: the j-th "key: value" line with that key (digits of the key masked: "shard valid-00001-of-00003" is one key on every
+#: rank), ("num", shape, i) for the i-th number of a line of that shape (numbers masked).
+Items = dict[tuple, tuple[str, str, int, str]]
+
+
+def _items(job: JobModel, writers: list[tuple[str, tuple, RankState | None]]) -> Items:
+    """The first value of each item a rank printed before it trained or failed."""
+    out: Items = {}
+    seen: dict[str, int] = {}
     for f, k, st in writers:
         stop = None
         if st is not None:
             lines = [e.line for e in st.events if e.file == f and e.kind in ("train_step", "train_epoch")]
             lines += [e.line for e in st.errors + st.timeouts if e.file == f]
             stop = min(lines, default=None)
-        for line, written, value in job.startup[f].get(k, ()):
-            key = _DIGITS.sub("#", written.lower())  # "shard valid-00001-of-00003": one key on every rank
-            if (stop is None or line < stop) and len(out[key]) < _VALUES and not _NATURAL.search(key):
-                out[key].append((f, line, value, written))
+        for line, text in job.startup[f].get(k, ()):
+            if stop is not None and line >= stop:
+                continue
+            kv = setting_of(text)
+            if kv is not None:
+                key = _DIGITS.sub("#", kv[0].lower())
+                seen[key] = j = seen.get(key, -1) + 1  # a logger's "name: ..." heads many lines: the j-th
+                if not _NATURAL.search(key) and j < _VALUES:
+                    out.setdefault(("kv", key, j), (kv[1], f, line, text))
+            bare = _CLOCK.sub(" ", text)
+            shape = _NUMBER.sub("#", bare)
+            if "#" in shape and not _NATURAL.search(_NUMBER.sub(" ", bare.lower())):
+                for i, m in enumerate(_NUMBER.finditer(bare)):
+                    out.setdefault(("num", shape, i), (m.group(0), f, line, text))
     return out
 
 
@@ -86,32 +111,33 @@ def odd_setting(job: JobModel) -> OddSetting | None:
     if len(writers) < 3:
         return None
     hosts = {h for h in job.rank_hosts.values() if h and h != "localhost"}
-    per_rank = {rank: _settings(job, ws) for rank, ws in writers.items()}
-    by_key: dict[str, dict[int, list]] = defaultdict(dict)
-    for rank, settings in per_rank.items():
-        for key, vals in settings.items():
-            by_key[key][rank] = vals
+    states = job.known_ranks()
+    by_item: dict[tuple, dict[int, tuple]] = defaultdict(dict)
+    for rank, ws in writers.items():
+        for item, got in _items(job, ws).items():
+            by_item[item][rank] = got
     odd: dict[int, tuple[Event, Event]] = {}
-    for vals in by_key.values():
+    for item, vals in by_item.items():
         if len(vals) < 3:
             continue
-        shapes = Counter(tuple(v[2] for v in vs) for vs in vals.values())
-        (common, n), *rest = shapes.most_common()
-        if n != len(vals) - 1 or len(rest) != 1:
+        (common, n), *rest = Counter(v[0] for v in vals.values()).most_common()
+        if n != len(vals) - 1:
             continue
-        rank = next(r for r, vs in vals.items() if tuple(v[2] for v in vs) != common)
-        mine = vals[rank]
-        if rank == 0 or any(h in v[2] for v in mine for h in hosts):
+        rank = next(r for r, v in vals.items() if v[0] != common)
+        value = vals[rank][0]
+        if rank == 0 or any(h in value for h in hosts):
             continue
-        other = next(vs for r, vs in vals.items() if r != rank)
-        i = next((i for i, (a, b) in enumerate(zip(mine, other, strict=False)) if a[2] != b[2]), min(len(mine), len(other)) - 1)
-        odd.setdefault(rank, (_event(mine[i], rank), _event(other[i], None)))
+        st = states.get(rank)
+        if item[0] == "num" and value in (str(rank), str(st.local_rank if st else None)):
+            continue  # its own rank or local rank in a line every rank prints
+        other = next(v for r, v in vals.items() if r != rank)
+        odd.setdefault(rank, (_event(vals[rank], rank), _event(other, None)))
     if len(odd) != 1:
         return None
     rank, (ev, usual) = next(iter(odd.items()))
     return OddSetting(rank, ev, usual)
 
 
-def _event(setting: tuple[str, int, str, str], rank: int | None) -> Event:
-    f, line, value, key = setting
-    return Event("startup_setting", f, line, rank=rank, fields={"key": key, "value": value}, text=f"{key}: {value}")
+def _event(got: tuple[str, str, int, str], rank: int | None) -> Event:
+    value, f, line, text = got
+    return Event("startup_setting", f, line, rank=rank, fields={"value": value}, text=text)

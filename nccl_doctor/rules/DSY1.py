@@ -261,9 +261,10 @@ def _set_otherwise(job: JobModel) -> list[Mismatch]:
     odd = odd_setting(job)
     if odd is None:
         return []
-    return _one(job, odd.rank, f"rank {odd.rank} alone started with \"{odd.event.text[:120]}\" where the others have "
-                f"\"{odd.usual.get('value', '')[:120]}\": it was built or configured otherwise, and likely ran a "
-                "collective of another size or skipped one the others made", [odd.event, odd.usual])
+    mine, theirs = odd.event.get("value", "")[:80], odd.usual.get("value", "")[:80]
+    return _one(job, odd.rank, f"rank {odd.rank} alone started with \"{odd.event.text[:120]}\" ({mine} where the "
+                f"others have {theirs}): it was built or configured otherwise, and likely ran a collective of another "
+                "size or skipped one the others made", [odd.event, odd.usual])
 
 
 def _odd_site(job: JobModel) -> list[Mismatch]:
