@@ -133,9 +133,6 @@ KNOWN_WRONG = {
                                   "exchange's wait (train100.py:135) while ranks 0 and 1 time out in the gradient "
                                   "all_reduce (:149); rank 2 is the one elsewhere, and only the script's ring (rank 2 "
                                   "receives from rank 1) leads to rank 1: no line names it",
-    "t99_straggler_r3_w8_tee": "rank 3 is 0.4 s slower on every step (its own step lines: compute 0.40s, the others "
-                               "0.000s); rank 0's step-time check raises first, and its message names 'slowest rank 3': "
-                               "the verdict names rank 0, whose own error it is",
     "t75_hang_r3_w4_split": "torchtitan's --local-ranks-filter 0 shows rank 0 alone: it times out in all_gather and "
                             "exits first; ranks 1-3 are all SIGTERMed, so neither the table nor any line tells that "
                             "rank 3 (blocked opening a FIFO) was the one the others waited for",

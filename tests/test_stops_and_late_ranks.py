@@ -125,3 +125,22 @@ def test_an_error_naming_two_ranks_or_not_raised_by_every_rank_accuses_none_alon
     assert _alike_console(tmp_path, dict.fromkeys(range(4), two)) == [0, 1, 2, 3]
     one = "replica check failed at step 9: parameter checksum of rank(s) [1] differs"
     assert sorted(_alike_console(tmp_path, dict.fromkeys((0, 2), one))) != [1]
+
+
+def _one_check(tmp_path, msg: str) -> list[int]:
+    # Shapes of t99_straggler_r3_w8_tee: rank 0's own step-time check raises; the others lose it
+    lines = [f"[rank{r}]: step 9 loss 0.{r}1" for r in range(4)]
+    lines += ["[rank0]: Traceback (most recent call last):", '[rank0]:   File "/job/train.py", line 140, in main',
+              '[rank0]:     raise RuntimeError(f"mean step time ...")', f"[rank0]: RuntimeError: {msg}"]
+    lines += [f"[rank{r}]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] "
+              f"Connection closed by peer [127.0.0.1]:4{r}21" for r in (1, 2, 3)]
+    (tmp_path / "console.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return analyze([str(tmp_path)], jobs=1).verdict.get("ranks") or []
+
+
+def test_a_ranks_own_check_that_calls_another_rank_the_slowest_names_that_rank(tmp_path):
+    assert _one_check(tmp_path, "mean step time 0.476s over the 0.3s budget; slowest rank 2 (0.454s)") == [2]
+
+
+def test_a_ranks_own_error_that_only_mentions_another_rank_is_its_own(tmp_path):
+    assert _one_check(tmp_path, "checkpoint of step 10 from rank 2 could not be merged: shape [4, 8] vs [4, 16]") == [0]

@@ -24,7 +24,10 @@ counts) leaves the failures as they are: every raising rank, alike.
 The job's own checks do the same in their own words: every rank raising one error (the same message)
 that names one rank, "replica consistency check failed at step 9: parameter checksum of rank(s) [2]
 differs", accuses that rank (a gathered check every rank runs alike). Only when every rank of the
-world raised it, the message names exactly one rank, and that rank is in the job.
+world raised it, the message names exactly one rank, and that rank is in the job. And when a single
+rank failed of its own, with a check of the job's that says which other rank is the trouble ("mean step
+time 0.476s over the 0.3s budget; slowest rank 3", "rank 5 is lagging behind"): the rank it names,
+with the words that say so next to it.
 """
 
 from __future__ import annotations
@@ -38,6 +41,10 @@ from .failure_record import Failure
 _COUNTS = re.compile(r"DDP expects same model across all ranks, but Rank (?P<me>\d{1,7}) has (?P<mine>\d{1,12}) params, "
                      r"while rank (?P<peer>\d{1,7}) has inconsistent (?P<theirs>\d{1,12}) params")
 _NAMED = re.compile(r"\b(?:[Rr]anks?|RANKS?)(?:\(s\))?[ :=#]{0,3}(\[[\d, ]{1,200}\]|\d{1,7}\b)")
+_CUE = (r"(?:slowest|straggl\w{0,4}|laggard|lagging|behind|stuck|hung|hanging|unresponsive|not responding|stalled|"
+        r"diverg\w{0,5}|faulty|offending)")
+_BLAMED = re.compile(rf"\b{_CUE}\b[^.;:]{{0,40}}?\b(?:[Rr]ank|RANK)[ :=#]{{0,3}}(\d{{1,7}})\b|"
+                     rf"\b(?:[Rr]ank|RANK)[ :=#]{{0,3}}(\d{{1,7}})\b(?: (?:is|was|looks|seems))?(?: the)? {_CUE}\b")
 _SIZES = re.compile(r"appears not to match (?:sizes|strides) of the same param in process (?P<ref>\d{1,7})")
 
 
@@ -86,6 +93,19 @@ def _named_alike(own: dict[int, Failure], world: int) -> tuple[list[int], Failur
     return [next(iter(named))], own[min(own)]
 
 
+def _named_by_one(own: dict[int, Failure], world: int) -> tuple[list[int], Failure] | None:
+    """The other rank that the one rank's own failure calls the trouble (see module doc)."""
+    if len(own) != 1:
+        return None
+    (me, f), = own.items()
+    if not f.events or f.events[0].kind != "python_exception":
+        return None
+    named = {int(m.group(1) or m.group(2)) for m in _BLAMED.finditer(f.events[0].text)}
+    if len(named) != 1 or me in named or not 0 <= next(iter(named)) < world:
+        return None
+    return [next(iter(named))], f
+
+
 def accused_failures(job: JobModel, out: list[Failure]) -> list[Failure]:
     """The failures of the ranks holding the odd model (see module doc), each as a config failure; the
     other ranks' failures of the check dropped. ``out`` as it is when the logs do not tell."""
@@ -93,12 +113,14 @@ def accused_failures(job: JobModel, out: list[Failure]) -> list[Failure]:
     world = job.ranks_expected
     checked = {r for r, f in own.items() if any(_COUNTS.search(e.text) or _SIZES.search(e.text) for e in f.events)}
     seen = set(job.known_ranks())
-    alike = _named_alike(own, world or (len(seen) if seen == set(range(len(seen))) else 0)) if not checked else None
+    size = world or (len(seen) if seen == set(range(len(seen))) else 0)
+    alike = (_named_alike(own, size) or _named_by_one(own, size)) if not checked else None
     if alike is None and (world is None or world < 2):
         return out
     if alike is not None:
         (odd, first), checked = alike, set(own)
-        what = f"every rank's own check names it: {first.events[0].text[:200]}"
+        who = "every rank's" if len(own) > 1 else f"rank {next(iter(own))}'s"
+        what = f"{who} own check names it: {first.events[0].text[:200]}"
     elif checked and (odd := _odd_by_counts(own, world) or _odd_by_sizes(own, world)):
         first = own[min(checked)]
         what = (f"its model differs from the other ranks' (DDP's parameter check at construction: "
