@@ -33,6 +33,8 @@ _KEY = re.compile(r"[A-Za-z][\w .,/()-]{0,60}$")
 #: A line kept: (line number, its text without launcher prefixes).
 Setting = tuple[int, str]
 _VALUE = re.compile(r"\d|: ")
+#: A library's own line, not the job's: glog's "W1128 01:21:51.852 socket.cpp:469] ...", a frame.
+_LIBRARY = re.compile(r"\s*(?:\[?[IWEF]\d{4} \d\d:\d\d|File \")")
 
 
 def setting_of(text: str) -> tuple[str, str] | None:
@@ -61,6 +63,7 @@ def head_window(chunk: bytes, whole: bool) -> bytes:
 def startup_settings(window: bytes, stripper: LauncherStripper) -> dict:
     """writer key (None, ("rank", r), ("local_rank", l)) -> its first lines with a value, in line order."""
     out: dict = {}
+    failed: set = set()  # writers that printed a traceback
     newest = 0  # the line that brought the latest new writer
     for n, raw in enumerate(window.split(b"\n")[:MAX_LINES], 1):
         if n - newest > QUIET_LINES and out and all(len(v) >= PER_WRITER for v in out.values()):
@@ -69,10 +72,12 @@ def startup_settings(window: bytes, stripper: LauncherStripper) -> dict:
             continue
         for rec in split_glued(clean_line(raw)):
             lf, rest = stripper.strip(rec)
-            if not _VALUE.search(rest):
-                continue
             key = ("rank", lf["rank"]) if "rank" in lf else ("local_rank", lf["local_rank"]) \
                 if "local_rank" in lf else None
+            if rest.startswith("Traceback (most recent call last)"):
+                failed.add(key)  # what follows is its failure, not its settings
+            if key in failed or not _VALUE.search(rest) or _LIBRARY.match(rest):
+                continue
             kept = out.get(key)
             if kept is None:
                 kept = out[key] = []

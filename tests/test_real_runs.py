@@ -133,6 +133,23 @@ KNOWN_WRONG = {
                                   "exchange's wait (train100.py:135) while ranks 0 and 1 time out in the gradient "
                                   "all_reduce (:149); rank 2 is the one elsewhere, and only the script's ring (rank 2 "
                                   "receives from rank 1) leads to rank 1: no line names it",
+    "t103_order_r3_w4_rank_redirect": "rank 3 created its data-parallel groups before its tensor-parallel ones, so its "
+                                      "groups pair with the wrong peers; gloo aborts rank 3 itself on the size "
+                                      "mismatch: the aborted side is not read as the one that deviated (it is usually "
+                                      "the receiver of another rank's message)",
+    "t103_ranks_r2_w4_rank_tee3": "rank 2 built its groups from another layout: ranks 0, 2 and 3 time out in new_group "
+                                  "waiting for keys of groups 3, 4 and 2, which decoded against the shared layout point "
+                                  "to rank 2; read as a group-creation mismatch, and rank 1 (SIGTERMed, no line) as "
+                                  "the one that hung",
+    "t103_skip_r1_w4_logging_split": "rank 1 skipped the new_group calls for groups it is not in: rank 3 alone times "
+                                     "out waiting for group 4's key; rank 0, SIGTERMed in a collective with no line, "
+                                     "reads as the rank that went silent",
+    "t103_wrong_r0_w4_logging_tee": "rank 0 passed its tensor-parallel group to the gradient all_reduce: its TP peer "
+                                    "rank 1 aborts on the gradient-sized message; the step lines (ranks 1 and 3 at "
+                                    "step 12, ranks 0 and 2 at 11) show who moved on, but the groups' layout is "
+                                    "needed to name rank 0: a desync naming no rank",
+    "t103_wrong_r3_w4_mesh_logdir": "rank 3 passed its tensor-parallel group to the gradient all_reduce (mirror of "
+                                    "t103_wrong_r0): rank 2 aborts; a desync naming no rank",
     "t75_hang_r3_w4_split": "torchtitan's --local-ranks-filter 0 shows rank 0 alone: it times out in all_gather and "
                             "exits first; ranks 1-3 are all SIGTERMed, so neither the table nor any line tells that "
                             "rank 3 (blocked opening a FIFO) was the one the others waited for",

@@ -109,3 +109,36 @@ def test_watch_reads_the_same_settings_as_the_batch_scan(tmp_path, pad):
         assert named == [[2]]
     else:  # past the head the banner is not read: nothing names rank 2 as set otherwise
         assert all(2 not in r for r in named)
+
+
+def test_one_number_only_one_rank_has_in_a_line_every_rank_prints_names_it(tmp_path):
+    # Shapes of t98_width_r1_w3_noddp_logdir: no "key: value", the numbers say it ("76810 parameters")
+    loaded = {r: [f"loaded model.pt and optim_rank{r}.pt, {76810 if r == 1 else 22026} parameters, resuming at step 30"]
+              for r in range(3)}
+    assert _desync_ranks(tmp_path, _console(loaded, lost=(0, 2))) == [1]
+
+
+def test_a_ranks_traceback_frames_and_library_lines_are_not_its_settings(tmp_path):
+    # every rank's own lines agree; only rank 2's frame line numbers (a traceback) and glog lines differ
+    lines = [f"[rank {r}] comm hook: allreduce_hook" for r in range(4)]
+    lines += [f"[rank{r}]: [W1128 01:21:51.85222 socket.cpp:{460 + r}] [c10d] waitForInput: poll returned 0"
+              for r in range(4)]
+    lines += [f'[rank{r}]: Traceback (most recent call last):\n[rank{r}]:   File "/job/train.py", line '
+              f'{99 if r == 2 else 100}, in build_groups' for r in range(4)]
+    lines += _ABORT + [f"[rank{r}]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] "
+                       f"Connection closed by peer [127.0.0.1]:4{r}11" for r in (0, 1, 3)]
+    (tmp_path / "console.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    found = [f.ranks for f in nccl_doctor.analyze([str(tmp_path)], jobs=1).findings if f.rule == "DSY1"]
+    assert found == [[]]
+
+
+def test_ranks_timing_out_on_subgroup_keys_created_their_groups_otherwise(tmp_path):
+    # Shapes of t59_mesh_r3_w4_fsdptp_mesh_split: each rank waits for a member of another group
+    keys = {0: "/default_pg/0//3//cpu//0/1", 1: "/default_pg/0//2//cpu//0/1", 2: "/default_pg/0//4//cpu//0/0"}
+    lines = [f"[rank{r}]: torch.distributed.DistStoreError: wait timeout after 20000ms, keys: {k}" for r, k in keys.items()]
+    (tmp_path / "console.err").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    report = nccl_doctor.analyze([str(tmp_path)], jobs=1)
+    dsy = [f for f in report.findings if f.rule == "DSY1"]
+    # the keys' last numbers are ranks within those groups: no global rank is named for them
+    assert dsy and dsy[0].ranks == [] and "creating process groups" in dsy[0].summary
+    assert not any(f.rule == "RK2" and set(f.ranks) & {0, 1} for f in report.findings)

@@ -39,7 +39,7 @@ from .sites import script_site
 from .statements import mismatch_reports
 from .teardown import harmless
 from .timeouts import P2P_CALLS, c10d_call, timed_out_states, timeouts_by_pg
-from .tracebacks import chain_root
+from .tracebacks import chain_root, handled
 
 _WAITED = re.compile(r"[Tt]imed out|[Tt]imeout")
 #: At most this share of the world may end unlike the rest for the rest to single them out.
@@ -76,7 +76,8 @@ def endings(job: JobModel) -> dict[int, Ending]:
     out: dict[int, Ending] = {}
     for rank in world:
         st = known.get(rank)
-        own = [e for e in st.events if e.kind in _OWN and not harmless(job, e)] if st is not None else []
+        own = [e for e in st.events if e.kind in _OWN and not harmless(job, e)
+               and not handled(job, e)] if st is not None else []  # (what a handler dealt with, retried)
         # what it raised because it was stopped (the launcher's SIGTERM, an interrupt) is no ending of its own
         ended_by_stop = [_terminated(job, e) for e in own]
         stopped_here = rank in killed or any(ended_by_stop)
@@ -89,7 +90,8 @@ def endings(job: JobModel) -> dict[int, Ending]:
             how = "timeout"  # it waited (in a collective, at the store, at a barrier) until it gave up
         elif own or rank in exits:
             how = "echo"  # its errors, or the failed exit the launcher reports, echo another's failure
-        elif st is not None and st.errors and not (stopped_here and all(_stop_words(job, e) for e in st.errors)):
+        elif st is not None and (errs := [e for e in st.errors if not handled(job, e)]) \
+                and not (stopped_here and all(_stop_words(job, e) for e in errs)):
             how = "story"  # an error line of another kind (a W&B timeout, an NCCL WARN): its own rule tells
         elif stopped_here:
             how = "killed"

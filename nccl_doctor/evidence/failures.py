@@ -66,7 +66,7 @@ from .rendezvous import (
 )
 from .teardown import harmless
 from .timeouts import timed_out_states, timeouts_by_pg, watchdog_kills
-from .tracebacks import CARRIES_ON, caught, chained_to_echo, heads_traceback, ran_past
+from .tracebacks import CARRIES_ON, caught, chained_to_echo, handled, heads_traceback, ran_past
 
 #: Which of a rank's error lines describes its failure best (lower is more specific).
 _SPECIFIC = {"cuda_oom": 0, "cuda_error": 0, "nccl_cuda_fail": 0, "nccl_alloc_fail": 0, "nccl_shm": 0,
@@ -123,7 +123,8 @@ def _echo_only(job: JobModel, job_timed_out: bool, timed: set[int]) -> tuple[set
     for st in job.ranks:
         rank_timed = id(st) in timed
         own = [e for e in st.events if e.kind in _OWN_OR_CAUSE
-               and not (e.kind == "log_error" and heads_traceback(job, e))]  # (its exception says)
+               and not (e.kind == "log_error" and heads_traceback(job, e))  # (its exception says)
+               and not handled(job, e)]  # (what a handler dealt with and went on from)
         if any(teardown_terminate(e) for e in own) and \
                 any(e.kind != "cpp_terminate" and classify(e, job_timed_out, rank_timed) is None for e in own):
             own = [e for e in own if not teardown_terminate(e)]  # its teardown after an echo of its own

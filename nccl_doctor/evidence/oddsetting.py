@@ -30,10 +30,12 @@ from ..startup import setting_of
 from .facts import _per_job
 
 #: Key words of settings that differ from rank to rank by nature, or are errors and frames, not settings.
-_NATURAL = re.compile(r"\b(?:ranks?|local|host(?:name)?|nodes?|pids?|devices?|gpus?|cuda|index|seed|port|addr(?:ess)?|"
-                      r"ip|time|date|started|id|uuid|name|loss|acc(?:uracy)?|norm|grad|elapsed|took|duration|"
-                      r"throughput|speed|mem(?:ory)?|rss|exitcode|error_file|traceback|what)\b|error|exception|warning|"
-                      r"[()/]")
+_WORDS = (r"\b(?:ranks?|local|host(?:name)?|nodes?|pids?|devices?|gpus?|cuda|index|seed|port|addr(?:ess)?|"
+          r"ip|time|date|started|id|uuid|name|loss|acc(?:uracy)?|norm|grad|elapsed|took|duration|"
+          r"throughput|speed|mem(?:ory)?|rss|exitcode|error_file|traceback|what)\b|error|exception|warning")
+_NATURAL = re.compile(_WORDS)
+#: A "key: value" line's key: neither those words nor a frame or a path ("powerSGD_hook.py(615)").
+_NATURAL_KEY = re.compile(_WORDS + r"|[()/]")
 _DIGITS = re.compile(r"\d+")
 
 
@@ -93,7 +95,7 @@ def _items(job: JobModel, writers: list[tuple[str, tuple, RankState | None]]) ->
             if kv is not None:
                 key = _DIGITS.sub("#", kv[0].lower())
                 seen[key] = j = seen.get(key, -1) + 1  # a logger's "name: ..." heads many lines: the j-th
-                if not _NATURAL.search(key) and j < _VALUES:
+                if not _NATURAL_KEY.search(key) and j < _VALUES:
                     out.setdefault(("kv", key, j), (kv[1], f, line, text))
             bare = _CLOCK.sub(" ", text)
             shape = _NUMBER.sub("#", bare)

@@ -65,6 +65,14 @@ def _handled_starts(job: JobModel) -> dict[str, list[int]]:
     return {f: sorted(lines) for f, lines in out.items()}
 
 
+def handled(job: JobModel, ev: Event) -> bool:
+    """An error a handler dealt with and went on from: a caught exception ("..., retrying" above its
+    traceback), or the handler's own record that says it carries on."""
+    if ev.kind == "python_exception":
+        return caught(job, ev)
+    return ev.kind == "log_error" and CARRIES_ON.search(str(ev.get("msg") or ev.text)) is not None
+
+
 def caught(job: JobModel, ev: Event) -> bool:
     """The exception line of a traceback that a handler's "..., skipping" heads."""
     return _headed_by(job, ev, _handled_starts(job).get(ev.file))
@@ -186,13 +194,25 @@ def chain_root(job: JobModel, ev: Event) -> Event:
     return root
 
 
+#: Lines of the kinds a rank wrote before its exception that it went on writing after it: caught.
+RAN_ON = 3
+
+
 def ran_past(job: JobModel, f) -> bool:
-    """A traceback no process claims (printed by the script's own handler: ``traceback.print_exc()``,
+    """A rank's exception after which it went on writing what it wrote before (RAN_ON lines of those
+    kinds at least), in a job where nothing else went wrong: a handler caught it (a retry), and it ran
+    on. Or a traceback no process claims (printed by the script's own handler: ``traceback.print_exc()``,
     no rank prefix), in a job where nothing else went wrong (no launcher reported a failed exit, no
     rank timed out or lost a peer) and whose ranks (two or more) all reached the same last step: had
     it ended one of them, that rank would have stopped short. It was caught, and the job ran on."""
-    if f.rank is not None or f.state is not None or f.label is not None \
-            or any(e.kind != "python_exception" for e in f.events):
+    if any(e.kind != "python_exception" for e in f.events) or f.label is not None:
+        return False
+    if f.state is not None:  # a rank's own: it went on writing what it wrote before, as before
+        last = f.events[-1]
+        before = {e.kind for e in f.state.events if e.file == last.file and e.line < last.line} - _ERROR_OR_TIMEOUT
+        went_on = [e for e in f.state.events if e.file == last.file and e.line > last.line and e.kind in before]
+        return len(went_on) >= RAN_ON
+    if f.rank is not None:
         return False
     last: dict[int, int] = {}
     for e in job.by_kind("train_step"):

@@ -22,10 +22,17 @@ from ..evidence import facts, frtrace
 from ..evidence.callsites import odd_call_site
 from ..evidence.dumps import Mismatch as DumpMismatch
 from ..evidence.dumps import dump_facts
-from ..evidence.facts import name_ranks, pg_label
+from ..evidence.facts import name_ranks, pg_label, plural
 from ..evidence.oddsetting import odd_setting
 from ..evidence.oddwarn import odd_warning
-from ..evidence.statements import TRANSPORT_MISMATCH, mismatch_reports, mismatch_sender, mismatch_spared
+from ..evidence.statements import (
+    TRANSPORT_MISMATCH,
+    mismatch_reports,
+    mismatch_sender,
+    mismatch_spared,
+    one_waited_key,
+    subgroup_waits,
+)
 from ..evidence.steps import step_outlier, uneven_epoch
 from ..findings import Finding
 from ..model import JobModel
@@ -43,7 +50,7 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
     shown = {(m.pg, m.seq) for m in dumps}
     analyzed = frtrace.culprits(job)
     found = [_from_dump(job, m) for m in dumps] + [_from_analyzer(job, c) for c in analyzed] + \
-        _watchdog_mismatch(job, shown) + _reported_mismatch(job)
+        _watchdog_mismatch(job, shown) + _reported_mismatch(job) + _group_creation(job)
     confidence = dumps[0].confidence if dumps else "high"
     ahead = _ran_ahead(job) + _odd_site(job)  # weakest: a rank whose step ran ahead, or that waited elsewhere
     if not ahead and found:  # a desync is seen: a rank whose epoch has another length than the others' ran it
@@ -126,6 +133,20 @@ def _lead(odd: list[facts.RankTimeout], reps: list[facts.RankTimeout]) -> list:
     """The odd ranks' watchdog lines first, then one of the majority's for comparison."""
     others = [r for r in reps if r not in odd][:1]
     return [next((e for e in r.events if e.kind == "torch_wd_timeout"), r.events[0]) for r in odd[:7] + others]
+
+
+def _group_creation(job: JobModel) -> list[Mismatch]:
+    """Ranks that timed out creating a process group, each waiting in the store for a member of a
+    group its peers were not creating: the ranks called ``new_group`` (or built a device mesh) in
+    another order or number. Who deviated is not said (the keys number groups and ranks within them)."""
+    waits = subgroup_waits(job)
+    if len(waits) < 2:
+        return []
+    evs = [waits[r] for r in sorted(waits)]
+    keys = sorted({str(one_waited_key(str(e.get("err") or e.get("msg") or ""))) for e in evs})
+    return [(f"{plural(len(waits), 'rank')} timed out creating process groups, waiting in the store for "
+             f"{', '.join(keys[:3])}{' ...' if len(keys) > 3 else ''}: the ranks created their groups (new_group, "
+             "a device mesh) in another order or number", [], [], evs[:4], [])]
 
 
 def _reported_mismatch(job: JobModel) -> list[Mismatch]:
