@@ -155,18 +155,34 @@ def misconfigured_nodes(job: JobModel) -> list[RdzvProblem]:
     if len(stores) >= 2 and len(nodes) == len(stores):
         fewest = min(j for j, _w, _e in stores.values())
         low = sorted(f for f, (j, _w, _e) in stores.items() if j == fewest)
-        blame = low if len(low) < len(stores) else []
+        blame = low if len(low) < len(stores) else _off_endpoint(job, stores)
         said = ", ".join(f"{node_name(job, f) or 'the node that wrote ' + f} ({j}/{w} joined)"
                          for f, (j, w, _e) in sorted(stores.items()))
         tail = (f": the store fewer clients joined ({', '.join(node_name(job, f) or f for f in blame)}) is the one "
-                "started by mistake; the other nodes joined the store at --master-addr" if blame
-                else "; nothing here tells which one was meant")
+                "started by mistake; the other nodes joined the store at --master-addr" if blame and len(low) < len(stores)
+                else f": the rendezvous endpoint the agents were given is on another host than "
+                     f"{', '.join(node_name(job, f) or f for f in blame)}: its store is the one started by mistake"
+                if blame else "; nothing here tells which one was meant")
         out.append(RdzvProblem([n for n in (node_name(job, f) for f in blame) if n],
                                f"{len(stores)} torchrun agents each hosted the rendezvous store and waited for the "
                                f"nodes to join it ({said}): {len(stores)} nodes were given --node-rank 0" + tail,
                                [stores[f][2] for f in blame] + [e for f, (_j, _w, e) in sorted(stores.items())
                                                                  if f not in blame][:2]))
     return out
+
+
+def _off_endpoint(job: JobModel, stores: dict[str, tuple]) -> list[str]:
+    """The stores' files whose node is not the host of the rendezvous endpoint every agent was given
+    (``rdzv_endpoint : old-cpu-01:34210`` in each launch config), when one store's node is that host."""
+    ends = {str(e.get("rdzv_endpoint")).rsplit(":", 1)[0] for e in job.by_kind("elastic_launch_config")
+            if e.get("rdzv_endpoint")}
+    if len(ends) != 1:
+        return []
+    host = next(iter(ends))
+    names = {f: node_name(job, f) for f in stores}
+    if sum(1 for n in names.values() if n == host) != 1:
+        return []
+    return sorted(f for f, n in names.items() if n is not None and n != host)
 
 
 def waits_of(waits: dict[str, list[Event]], job: JobModel, host: str) -> list[Event]:
