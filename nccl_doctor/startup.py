@@ -30,11 +30,14 @@ QUIET_LINES = 16
 #: The key: the run of words right before ": " (letters first; no brackets, pipes or colons in it).
 _KEY = re.compile(r"[A-Za-z][\w .,/()-]{0,60}$")
 
+#: A heading that names the rank whose settings follow, indented: "rank 2/4 config:", "[rank 1] args:".
+_HEADING = re.compile(r"\W{0,3}(?:[Rr]ank|RANK)[ _-]?(\d{1,7})(?:/\d{1,7})?\b[^:]{0,60}:\s*$")
 #: A line kept: (line number, its text without launcher prefixes).
 Setting = tuple[int, str]
 _VALUE = re.compile(r"\d|: ")
-#: A library's own line, not the job's: glog's "W1128 01:21:51.852 socket.cpp:469] ...", a frame.
-_LIBRARY = re.compile(r"\s*(?:\[?[IWEF]\d{4} \d\d:\d\d|File \")")
+#: A library's own line, not the job's: glog's "W1128 01:21:51.852 socket.cpp:469] ...", a frame, an
+#: exception ("torch.distributed.DistStoreError: wait timeout after 20000ms, keys: ...").
+_LIBRARY = re.compile(r"\s*(?:\[?[IWEF]\d{4} \d\d:\d\d|File \"|[A-Za-z_][\w.]{0,80}(?:Error|Exception|Warning|Interrupt)\b:)")
 
 
 def setting_of(text: str) -> tuple[str, str] | None:
@@ -64,6 +67,7 @@ def startup_settings(window: bytes, stripper: LauncherStripper) -> dict:
     """writer key (None, ("rank", r), ("local_rank", l)) -> its first lines with a value, in line order."""
     out: dict = {}
     failed: set = set()  # writers that printed a traceback
+    block = None  # the rank a heading line named ("rank 2/4 config:"), for the indented lines under it
     newest = 0  # the line that brought the latest new writer
     for n, raw in enumerate(window.split(b"\n")[:MAX_LINES], 1):
         if n - newest > QUIET_LINES and out and all(len(v) >= PER_WRITER for v in out.values()):
@@ -74,6 +78,11 @@ def startup_settings(window: bytes, stripper: LauncherStripper) -> dict:
             lf, rest = stripper.strip(rec)
             key = ("rank", lf["rank"]) if "rank" in lf else ("local_rank", lf["local_rank"]) \
                 if "local_rank" in lf else None
+            if key is None and block is not None and rec[:1] in (" ", "\t"):
+                key = block  # an indented line under a heading that names its rank
+            else:
+                head = _HEADING.match(rest) if key is None else None
+                block = ("rank", int(head.group(1))) if head is not None else None
             if rest.startswith("Traceback (most recent call last)"):
                 failed.add(key)  # what follows is its failure, not its settings
             if key in failed or not _VALUE.search(rest) or _LIBRARY.match(rest):

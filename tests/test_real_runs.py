@@ -150,6 +150,14 @@ KNOWN_WRONG = {
                                     "needed to name rank 0: a desync naming no rank",
     "t103_wrong_r3_w4_mesh_logdir": "rank 3 passed its tensor-parallel group to the gradient all_reduce (mirror of "
                                     "t103_wrong_r0): rank 2 aborts; a desync naming no rank",
+    "t108_shift_r0_then_r2_w3_mr1_redirect": "rank 0's NaN failed attempt 0, torchrun restarted the group, and rank 2's "
+                                             "I/O error ended attempt 1 and the job; this family labels the failure "
+                                             "that ended the job, family 41 (t41_elastic_r0_then_r2) the first one, "
+                                             "which the verdict follows: one job, the failure that started it all",
+    "t111_batch_n1_2x2_nodes_cfg_tee": "node 1's two ranks were given --batch-size 48 where node 0's have 32 (their "
+                                       "config dumps): a 2-2 split that no majority decides, although rank 0 is the "
+                                       "one that received more than its own batch allows; read as a desync naming "
+                                       "no rank",
     "t75_hang_r3_w4_split": "torchtitan's --local-ranks-filter 0 shows rank 0 alone: it times out in all_gather and "
                             "exits first; ranks 1-3 are all SIGTERMed, so neither the table nor any line tells that "
                             "rank 3 (blocked opening a FIFO) was the one the others waited for",

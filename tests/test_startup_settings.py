@@ -142,3 +142,27 @@ def test_ranks_timing_out_on_subgroup_keys_created_their_groups_otherwise(tmp_pa
     # the keys' last numbers are ranks within those groups: no global rank is named for them
     assert dsy and dsy[0].ranks == [] and "creating process groups" in dsy[0].summary
     assert not any(f.rule == "RK2" and set(f.ranks) & {0, 1} for f in report.findings)
+
+
+def test_an_indented_config_dump_under_a_heading_that_names_the_rank_is_that_ranks(tmp_path):
+    # Shapes of t111_seqlen_r3_w4_loop_cfg_redirect: "rank 2/4 config:" then indented "key: value" lines
+    lines = []
+    for r in range(4):
+        lines += [f"rank {r}/4 config:", "  batch_size: 32", f"  seq_len: {80 if r == 3 else 64}", "  seed: 0"]
+    lines += _ABORT[:1] + [_ABORT[1].replace("5120 vs 2560", "40 vs 32")]
+    lines += [f"[rank{r}]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] "
+              f"Connection closed by peer [127.0.0.1]:4{r}11" for r in (0, 1, 3)]
+    (tmp_path / "console.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    found = [f.ranks for f in nccl_doctor.analyze([str(tmp_path)], jobs=1).findings if f.rule == "DSY1"]
+    assert found == [[3]]
+
+
+def test_a_namespace_dump_compares_its_settings_not_its_seed(tmp_path):
+    # Shapes of t111_accum_r1_w3_loop_echo_split: argparse's Namespace on one line per rank
+    def ns(r: int, accum: int) -> str:
+        return f"Namespace(batch_size=32, hidden=128, lr=0.003, grad_accum={accum}, seed={r}, show='ns')"
+    settings = {r: [ns(r, 4 if r == 2 else 2)] for r in range(4)}
+    assert _desync_ranks(tmp_path, _console(settings)) == [2]
+    (tmp_path / "console.log").unlink()
+    seeds_only = {r: [ns(7 if r == 2 else 1, 2)] for r in range(4)}  # one rank's seed alone differs
+    assert _desync_ranks(tmp_path, _console(seeds_only)) == []

@@ -207,3 +207,34 @@ def test_a_hung_rank_whose_only_errors_were_retried_is_the_one_the_others_waited
               "============================================================"]
     (tmp_path / "console.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
     assert analyze([str(tmp_path)], jobs=1).verdict.get("ranks") == [1]
+
+
+def _attempt(attempt: int, t0: int, steps, fail: tuple[int, str] | None = None) -> list[str]:
+    # Shapes of t108_once_r2_w3_mr1_logdir: the script's own banner per attempt, dated step lines
+    lines = [f"2026-11-28 01:38:{t0:02d},100 INFO [rank{r}] process group ready: world size 3, attempt {attempt}"
+             for r in range(3)]
+    for i, s in enumerate(steps):
+        lines += [f"2026-11-28 01:38:{t0 + 1 + i:02d},200 INFO [rank{r}] step {s} loss 0.{r}{s}" for r in range(3)]
+    if fail is not None:
+        rank, err = fail
+        lines += [f"[rank{rank}]: {err}",
+                  f"E1128 01:38:{t0 + 2 + len(steps):02d}.688000 17773 torch/distributed/elastic/multiprocessing/api.py:1002]"
+                  f" failed (exitcode: 1) local_rank: {rank} (pid: 1779{rank}) of binary: /usr/bin/python3"]
+    return lines
+
+
+def test_a_failure_the_restarted_group_trained_past_is_no_failure_of_the_job(tmp_path):
+    lines = _attempt(0, 10, range(0, 5), (2, "OSError: [Errno 5] Input/output error: '/data/shard-00002.bin'"))
+    lines += ["[rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection "
+              "closed by peer [127.0.0.1]:41311. This is typically caused by a remote worker crashing."]
+    lines += _attempt(1, 30, range(5, 12))
+    (tmp_path / "console.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    report = analyze([str(tmp_path)], jobs=1)
+    assert report.verdict is None and any(f.rule == "RK1" and f.ranks == [2] for f in report.findings)
+
+
+def test_a_restarted_group_that_failed_again_keeps_the_failure(tmp_path):
+    lines = _attempt(0, 10, range(0, 5), (2, "OSError: [Errno 5] Input/output error: '/data/shard-00002.bin'"))
+    lines += _attempt(1, 30, range(5, 8), (2, "OSError: [Errno 5] Input/output error: '/data/shard-00002.bin'"))
+    (tmp_path / "console.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert analyze([str(tmp_path)], jobs=1).verdict.get("ranks") == [2]

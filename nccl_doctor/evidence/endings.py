@@ -33,8 +33,9 @@ from .causes import (
     worker_exit_code,
 )
 from .exits import fail_ranks, forced_kills, state_for_pid, table_rank
-from .facts import _per_job, file_host, fmt_ranks, int_in, plural
+from .facts import _per_job, file_host, fmt_ranks, global_rank, int_in, plural
 from .failures import failures
+from .recovery import clean_restart
 from .sites import script_site
 from .statements import mismatch_reports
 from .teardown import harmless
@@ -157,8 +158,8 @@ def launcher_kills(job: JobModel) -> dict[int, list[Event]]:
 def quiet_odd_ones(job: JobModel) -> tuple[list[Ending], str]:
     """(the few ranks that wrote no error while all the others ended in echoes, what the others saw)."""
     ends = endings(job)
-    if not ends or any(e.how == "cause" for e in ends.values()):
-        return [], ""
+    if not ends or any(e.how == "cause" for e in ends.values()) or clean_restart(job) is not None:
+        return [], ""  # (an attempt the job got over: the restarted group trained on)
     waited = [e for e in ends.values() if e.how in ("timeout", "echo")]
     timed = sum(e.how == "timeout" for e in waited)
     quiet = [e for e in ends.values() if e.how in ("killed", "none")]
@@ -171,9 +172,23 @@ def quiet_odd_ones(job: JobModel) -> tuple[list[Ending], str]:
     if not waited or not quiet or (len(quiet) > max(1, len(ends) // ODD_SHARE)
                                    and not _one_node(job, quiet, waited)):
         return [], ""
+    if not timed and _aborted_receivers(job, quiet):
+        return [], ""  # gloo aborted them on another collective's data: the desync (DSY1) says why
     seen = ("timed out waiting" if timed == len(waited) else "lost the connection to a peer" if timed == 0
             else "timed out waiting or lost the connection to a peer")
     return quiet, f"{plural(len(waited), 'rank')} ({fmt_ranks(e.rank for e in waited)}) {seen}"
+
+
+def _aborted_receivers(job: JobModel, quiet: list[Ending]) -> bool:
+    """As many of gloo's size-mismatch aborts with no rank on them (a console without labels) as there
+    are quiet ranks, and the others only lost a peer: the quiet ones are the processes gloo aborted,
+    silent because ``std::terminate`` prints no rank (torchrun's table would say -6 for them)."""
+    torn, _ = mismatch_reports(job)
+    unnamed = [e for e in torn if e.kind == "cpp_terminate" and global_rank(job, e) is None]
+    # the aborts a launcher's table already gives a rank (-6, 134) do not explain these quiet ones
+    told = {int_in(e.get("rank")) for e in job.by_kind("elastic_cfe") if int_in(e.get("exitcode")) in (-6, 134)}
+    quiet_ranks = {e.rank for e in quiet}
+    return bool(unnamed) and len(unnamed) == len(torn) and len(unnamed) - len(told - quiet_ranks) >= len(quiet)
 
 
 @_per_job
@@ -244,6 +259,8 @@ def lost_peer_only(job: JobModel) -> list[Ending]:
     ends = endings(job)
     if any(e.how in ("cause", "timeout") for e in ends.values()) or quiet_odd_ones(job)[0]:
         return []
+    if clean_restart(job) is not None:
+        return []  # they lost a peer in an attempt the job got over: the restarted group trained on
     lost = [e for e in ends.values() if e.how == "echo" and e.peer_gone]
     if lost and any(mismatch_reports(job)):
         return []  # a process aborted on another collective's data: the desync (DSY1) says why

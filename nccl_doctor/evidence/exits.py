@@ -191,6 +191,8 @@ def echoed_exit(job: JobModel, ev: Event, echo: tuple[set[int], set[int]]) -> bo
         code = int_in(ev.get("code"))
     elif ev.kind == "slurm_task_exit" and str(ev.get("how") or "").strip() == "Aborted":
         code = -6  # srun's "task 1: Aborted": SIGABRT
+    elif ev.kind == "shell_job_died" and (ev.get("sig") == "SIGABRT" or int_in(ev.get("signum")) == 6):
+        code = -6  # a shell's "18529 Aborted  RANK=2 python train.py": SIGABRT
     else:
         return False
     if code in (-6, 134):

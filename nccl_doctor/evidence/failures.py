@@ -53,7 +53,7 @@ from .failure_record import Failure
 from .numerics import spread_failures
 from .orphans import name_the_erring_child, pair_loose_traceback
 from .outside import agent_signals, launcher_killed
-from .recovery import trained_on
+from .recovery import before_clean_restart, trained_on
 from .rendezvous import (
     is_wrapper_echo,
     node_name,
@@ -312,7 +312,8 @@ def failures(job: JobModel) -> list[Failure]:
     net_kinds = (*NETWORK_KINDS, "nccl_sock_closed", "nccl_socket_err")
     net_writers = {writer(job, e, line_key) for e in job.by_kind(*net_kinds)}
     for f in out:
-        f.recovered = trained_on(job, f)
+        f.recovered = trained_on(job, f) or before_clean_restart(
+            job, f, f.ts if f.ts is not None else dated_after(job, f.events[0]))
         # "unhandled system error" raised right after this process's own socket/IB errors is the
         # transport failing (NET1/MN2 say between which hosts), not a crash of this rank.
         if f.category == "nccl" and all(e.kind in ("torch_nccl_error", "torch_nccl_err_kind") for e in f.events) \

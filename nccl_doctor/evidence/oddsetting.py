@@ -99,10 +99,27 @@ def _items(job: JobModel, writers: list[tuple[str, tuple, RankState | None]]) ->
                     out.setdefault(("kv", key, j), (kv[1], f, line, text))
             bare = _CLOCK.sub(" ", text)
             shape = _NUMBER.sub("#", bare)
-            if "#" in shape and not _NATURAL.search(_NUMBER.sub(" ", bare.lower())):
+            if "#" in shape:
                 for i, m in enumerate(_NUMBER.finditer(bare)):
-                    out.setdefault(("num", shape, i), (m.group(0), f, line, text))
+                    if not _natural_number(bare, m):
+                        out.setdefault(("num", shape, i), (m.group(0), f, line, text))
     return out
+
+
+_BEFORE = re.compile(r"([A-Za-z][A-Za-z_.-]{0,40})[^A-Za-z\d]{0,3}$")
+_AFTER = re.compile(r" ?([A-Za-z/%][\w/]{0,20})")  # right after it: a unit, what it counts
+#: Units after a number that make it a duration or a rate: it differs between ranks by nature.
+_UNIT = re.compile(r"(?:s|sec|secs|seconds?|ms|us|min|mins|minutes?|h|hours?|it/s|s/it|samples/s|tokens/s|%)$")
+
+
+def _natural_number(text: str, m: re.Match) -> bool:
+    """A number whose label says it differs from rank to rank by nature: the word before it
+    ("seed=0", "pid 1573", "rank 2") or after it ("12 ms", "0.8s"), not the line as a whole (an
+    argparse Namespace holds the seed beside the batch size)."""
+    before = _BEFORE.search(text, 0, m.start())
+    after = _AFTER.match(text, m.end())
+    words = " ".join(w.group(1).lower() for w in (before, after) if w is not None)
+    return bool(_NATURAL.search(words)) or (after is not None and _UNIT.match(after.group(1).lower()) is not None)
 
 
 @_per_job

@@ -2,7 +2,9 @@
 
 Read from the step lines that follow the error in its file, unless a launcher or a driver reported
 the process's exit (its later steps were printed before the error, or are a restarted group's), or
-the error ended a thread the rank then starved for.
+the error ended a thread the rank then starved for. And a failure the job got over: torchrun
+restarted the worker group after it, and the restarted ranks trained on with no failure of theirs
+(``clean_restart``): the job finished; the failure stays in the report as one it recovered from.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from ..model.links import rank_list
 from .causes import _REPORTS
 from .facts import _per_job, owner
 from .failure_record import Failure
+from .launcher_facts import attempt_in_path
 from .timeouts import timeouts_by_pg
 
 
@@ -59,6 +62,46 @@ def trained_on(job: JobModel, f: Failure) -> bool:
         return bool(stepping) and None not in {e.rank for e in progress} \
             and stepping <= {e.rank for e in later}
     return False
+
+
+@_per_job
+def clean_restart(job: JobModel) -> float | None:
+    """The time of the last restart of the worker group when the job got over what came before it:
+    the launcher reported a worker's failure, every rank it had started again (its start-up line,
+    later), and after that every rank trained (step lines) and nothing failed, timed out or was
+    reported failed. None when that is not what the (dated) lines say."""
+    reports = [e for e in job.by_kind("elastic_failed", "elastic_restart") if e.ts is not None]
+    if not reports:
+        return None
+    failed = [e.ts for e in reports]
+    first_fail = min(failed)
+    # the same agent's restart: workers starting again in the console it reported the failure in, or in
+    # torchrun's attempt_<k> folder (not a new job's in a folder of its own: a sweep's next trial)
+    consoles = {e.file: e.line for e in reports}
+    starts: dict[int, float] = {}
+    for e in job.by_kind("rank_world"):
+        st = owner(job, e)
+        rank = e.rank if e.rank is not None else getattr(st, "rank", None)
+        same_agent = e.line > consoles.get(e.file, 1 << 62) or (attempt_in_path(e.file) or 0) > 0
+        if rank is not None and e.ts is not None and e.ts > first_fail and same_agent:
+            starts[rank] = max(starts.get(rank, e.ts), e.ts)
+    if not starts or (job.ranks_expected and len(starts) < job.ranks_expected):
+        return None
+    restart = min(starts.values())
+    if any(t > restart for t in failed):
+        return None  # the restarted group failed too
+    late = [e for e in job.events if e.ts is not None and e.ts > restart]
+    if any(e.kind in ERROR_KINDS or e.kind in _REPORTS for e in late):
+        return None
+    stepped = {e.rank if e.rank is not None else getattr(owner(job, e), "rank", None)
+               for e in late if e.kind == "train_step"}
+    return restart if stepped - {None} else None
+
+
+def before_clean_restart(job: JobModel, f: Failure, when: float | None) -> bool:
+    """The failure came before a restart the job got over (see clean_restart)."""
+    restart = clean_restart(job)
+    return restart is not None and when is not None and when < restart
 
 
 def _thread_starved(job: JobModel, f: Failure) -> bool:

@@ -268,6 +268,16 @@ def check(job: JobModel, rule: Rule) -> list:
             evidence=evidence, first_seen=first_ts(evidence))]
 
     resets, loads, resumed = _resets(job, rs)
+    saves = [e for e in job.by_kind("train_phase") if e.get("phase") == "checkpoint" and e.get("state") == "end"]
+    if resets and saves and not any(rs.gen_of.get(id(e), 0) == 0 for e in saves):
+        # the job logs its checkpoint saves, and none came before the restart: there was no state to
+        # restore yet, and starting over was all a restart could do
+        before, after = resets[0]
+        evidence = lead + [before, after, saves[0]]
+        return [_restored(rule.finding(
+            f"{restart_text}; progress started over (step {step_of(before)} to {step_of(after)}), but no checkpoint "
+            f"had been saved before the restart (the first: {short(saves[0])}): nothing was lost that could be "
+            "restored", severity="info", confidence="medium", evidence=evidence, first_seen=first_ts(evidence)))]
     if resets:
         before, after = resets[0]
         who, where = ranks_hosts(job, [e for _, e in resets])
