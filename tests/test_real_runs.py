@@ -158,6 +158,10 @@ KNOWN_WRONG = {
                                        "config dumps): a 2-2 split that no majority decides, although rank 0 is the "
                                        "one that received more than its own batch allows; read as a desync naming "
                                        "no rank",
+    "t113_default_pg_r1_w3_plain_redirect": "rank 1's metrics thread all-reduced on the default group by mistake: "
+                                            "gloo aborts rank 1 itself ('6408 vs 4', SIGABRT, torchrun's root cause) "
+                                            "and the others lose it; the aborted side of a size mismatch is read as "
+                                            "the receiver, which says nothing of who deviated: a desync naming no rank",
     "t75_hang_r3_w4_split": "torchtitan's --local-ranks-filter 0 shows rank 0 alone: it times out in all_gather and "
                             "exits first; ranks 1-3 are all SIGTERMed, so neither the table nor any line tells that "
                             "rank 3 (blocked opening a FIFO) was the one the others waited for",
