@@ -42,9 +42,14 @@ def _before(job: JobModel, st: RankState) -> str | None:
     per = job.last_lines.get(ll.file) or {}
     before = job.last_before.get(ll.file) or {}
     keys = [k for k, v in per.items() if v is ll and k in before]
+    if not keys:
+        return None
     own = ("rank", st.rank)
-    key = own if own in keys else (None if None in keys and len(per) == 1 else None if not keys else keys[0])
-    return before.get(key) if key in keys else None
+    if own in keys:
+        return before[own]
+    if None in keys and len(per) == 1:  # a file of one writer: its last line is filed under None only
+        return before[None]
+    return before[keys[0]]
 
 
 def _event(ll: LastLine, rank: int | None) -> Event:
