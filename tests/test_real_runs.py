@@ -162,6 +162,11 @@ KNOWN_WRONG = {
                                             "gloo aborts rank 1 itself ('6408 vs 4', SIGABRT, torchrun's root cause) "
                                             "and the others lose it; the aborted side of a size mismatch is read as "
                                             "the receiver, which says nothing of who deviated: a desync naming no rank",
+    "t119_localpad_r2_w4_tee": "rank 2 padded its all_gather input to its own longest sequence: gloo aborts rank 2 "
+                               "itself (its receive buffer is the small one, '1504 vs 640'), torchrun's root cause; the "
+                               "aborted side of a size mismatch is read as the receiver, which names no one",
+    "t119_localpad_r0_w3_rank0_logdir": "rank 0 padded to its own max: gloo aborts rank 0 itself; as "
+                                        "t119_localpad_r2_w4_tee, a desync naming no rank",
     "t75_hang_r3_w4_split": "torchtitan's --local-ranks-filter 0 shows rank 0 alone: it times out in all_gather and "
                             "exits first; ranks 1-3 are all SIGTERMed, so neither the table nor any line tells that "
                             "rank 3 (blocked opening a FIFO) was the one the others waited for",

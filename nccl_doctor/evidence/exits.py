@@ -82,7 +82,21 @@ def fail_ranks(job: JobModel, ev: Event) -> list[int | None]:
             return [st.rank]
         if ev.kind == "elastic_failed" and (ev.file, int_in(ev.get("pid"))) in _table_ranks(job):
             return [_table_ranks(job)[(ev.file, int_in(ev.get("pid")))]]
+        if ev.kind == "elastic_failed" and int_in(ev.get("local_rank")) is not None and _one_agent_for_all(job):
+            return [int_in(ev.get("local_rank"))]  # one agent ran every rank: its local ranks are the ranks
     return [global_rank(job, ev)]
+
+
+@_per_job
+def _one_agent_for_all(job: JobModel) -> bool:
+    """One torchrun agent wrote every agent line, and the workers it stopped or saw fail are as many as
+    the job's ranks: a job of one node, whose local ranks are its global ranks (no failure table needed:
+    a driver that catches ChildFailedError never prints it)."""
+    agents = {e.get("agent_pid") for e in job.by_kind("elastic_failed", "elastic_sigterm") if e.get("agent_pid")}
+    if len(agents) != 1 or not job.ranks_expected:
+        return False
+    workers = {int_in(e.get("pid")) for e in job.by_kind("elastic_failed", "elastic_sigterm")} - {None}
+    return len(workers) == job.ranks_expected
 
 
 #: How a home-grown launcher names a worker by its index (else by its pid: "child 3887").
@@ -198,6 +212,9 @@ def echoed_exit(job: JobModel, ev: Event, echo: tuple[set[int], set[int]]) -> bo
     if code in (-6, 134):
         return _aborted_on_echo(job, ev, echo[1])
     named = fail_ranks(job, ev)
+    if ev.kind == "unit_exit" and named == [None] and code is not None and code > 0 \
+            and len({st.rank for st in job.ranks if st.rank is not None and ev.file in st.files}) > 1:
+        return True  # a service that ran the whole job (torchrun under systemd): its status is the job's
     if code is not None and code > 0 and named \
             and all(r is not None and r in silent_exits_together(job) for r in named):
         return True  # one status of several ranks at once and no line of theirs (see silent_exits_together)

@@ -17,6 +17,8 @@ One rank must stand apart from all the others that say where they were. A job st
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from dataclasses import dataclass
 
 from ..events import Event, by_place
@@ -30,6 +32,8 @@ from .stacks import in_collective, own_dump, where
 from .timeouts import timeouts_by_pg, watchdog_kills
 from .tracebacks import frames_above, script_name
 
+_DIGITS = re.compile(r"\d+")
+
 _EXCEPTION = frozenset(("python_exception",))
 
 
@@ -41,6 +45,29 @@ class Stuck:
     confidence: str
     events: list[Event]
     what: str = ""  # what befell it, when not "lagged behind" (Suspect.what)
+
+
+def _killed_after_grace(job: JobModel, known: dict[int, RankState]) -> Stuck | None:
+    """The agent had to SIGKILL one worker that ignored the stop ("Unable to shutdown process N via 15,
+    forcefully exiting via 9") while the others exited; the one rank (three at least) whose last line
+    is not the one every other rank ended on (their "exiting for preemption") is that worker: it was
+    stuck where its own last line left it (a save that never finished)."""
+    forced = {e.get("pid") for e in job.by_kind("elastic_forced_kill")}
+    lasts = {r: st.last_line for r, st in known.items() if st.last_line is not None}
+    if len(forced) != 1 or len(lasts) < 3 or len(lasts) != len(known):
+        return None
+    shapes = {r: _DIGITS.sub("#", ll.text.strip()) for r, ll in lasts.items()}
+    common = Counter(shapes.values()).most_common(2)
+    if common[0][1] != len(lasts) - 1:
+        return None
+    rank = next(r for r, sh in shapes.items() if sh != common[0][0])
+    peer = next(r for r in lasts if r != rank)
+    kill = job.by_kind("elastic_forced_kill")[0]
+    ev = Event("last_line", lasts[rank].file, lasts[rank].line, rank=rank, text=lasts[rank].text)
+    return Stuck(rank, known[rank], f"the job was stopped from outside and its agent had to kill one worker that "
+                 f"ignored the signal ({job.place(kill)}); every other rank's last line is "
+                 f"\"{lasts[peer].text[:80]}\", rank {rank}'s \"{lasts[rank].text[:80]}\": it was stuck there",
+                 "medium", [ev, kill], what="stuck when stopped")
 
 
 def _position(st: RankState) -> tuple[bool, str, list[Event]] | None:
@@ -82,7 +109,7 @@ def stuck_when_stopped(job: JobModel) -> Stuck | None:
     known = {r: st for r, st in job.known_ranks().items() if st is not None}
     if len(known) < 2:
         return None
-    left = _left_running(job, known)
+    left = _left_running(job, known) or _killed_after_grace(job, known)
     if left is not None:
         return left
     where_at: dict[int, tuple[bool, str, list[Event]]] = {}

@@ -18,27 +18,35 @@ def spawn_relayed(events: list[Event]) -> None:
     child's function receives as its first argument: its rank, on the one node such a job has (a
     multi-node spawn script adds its node's offset, which nothing in the log says). The traceback
     the parent prints right after the first form is the child's own, relayed: its events are that
-    rank's (up to the exception line that ends it). Not where the spawning parent is an elastic
-    agent (the standalone torchelastic's lines are in the file): its index is a local rank on some
-    node, and what it relays is its own launch wrapper's exit report."""
+    rank's (up to the exception line that ends it). Where the spawning parent is an elastic agent
+    (a function entrypoint: the agent's lines are in the file) the index is a local rank on some node:
+    the rank only when the agent's failure table in that file gives that local rank's."""
     spawned = [ev for ev in events if ev.kind == "mp_spawn_failed"]
     if not spawned:
         return
     files = {ev.file for ev in spawned}
     agents = {ev.file for ev in events if ev.file in files and ev.kind.startswith("elastic_")}
+    # An agent's file may say which rank each local rank is: its failure table's rows (a function
+    # entrypoint's children are spawned by the agent, their index a local rank)
+    table: dict[tuple[str, int], int] = {}
+    for ev in events:
+        if ev.kind == "elastic_cfe" and ev.file in agents and isinstance(ev.get("local_rank"), int) \
+                and isinstance(ev.get("rank"), int):
+            table[(ev.file, ev.get("local_rank"))] = ev.get("rank")
     relaying: tuple[str, int] | None = None
     for ev in events:
         if relaying is not None and (ev.file != relaying[0] or ev.rank is not None or ev.local_rank is not None):
             relaying = None
-        if ev.kind == "mp_spawn_failed" and ev.rank is None and ev.local_rank is None \
-                and isinstance(ev.get("proc"), int) and ev.file not in agents:
-            ev.rank = ev.get("proc")
+        proc = ev.get("proc") if ev.kind == "mp_spawn_failed" else None
+        rank = proc if ev.file not in agents else table.get((ev.file, proc)) if isinstance(proc, int) else None
+        if ev.kind == "mp_spawn_failed" and ev.rank is None and ev.local_rank is None and isinstance(rank, int):
+            ev.rank = rank
             if ev.get("exitcode") is None and ev.get("sig") is None:
                 relaying = (ev.file, ev.rank)
         elif relaying is not None:
             ev.rank = relaying[1]
-            if ev.kind == "python_exception":
-                relaying = None
+            if ev.kind == "python_exception" or ev.get("exc_type"):
+                relaying = None  # its exception line ends what it relayed
 
 
 #: Lines inside a traceback, before its exception line: its head and the frames read as events.
