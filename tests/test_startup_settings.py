@@ -166,3 +166,16 @@ def test_a_namespace_dump_compares_its_settings_not_its_seed(tmp_path):
     (tmp_path / "console.log").unlink()
     seeds_only = {r: [ns(7 if r == 2 else 1, 2)] for r in range(4)}  # one rank's seed alone differs
     assert _desync_ranks(tmp_path, _console(seeds_only)) == []
+
+
+def test_ranks_failing_alike_at_a_store_name_the_one_that_set_it_up_otherwise(tmp_path):
+    # Shapes of t118_stale_port_r2_w4_split: a group set up again mid-run, one rank on the old port
+    lines = [f"[rank {r}] evaluation: new store 127.0.0.1:{34660 if r == 2 else 34665} (host: rank 0), world size 4"
+             for r in range(4)]
+    lines += [f"[rank{r}]: torch.distributed.DistStoreError: wait timeout after 20000ms, keys: /0//cpu//0/0"
+              for r in (1, 2, 3)]
+    lines += ["[rank0]: torch.distributed.DistStoreError: Timed out after 21 seconds waiting for clients. 3/4 clients joined.",
+              "E1128 02:21:10.100000 4100 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1) "
+              "local_rank: 1 (pid: 4111) of binary: /usr/bin/python3"]
+    (tmp_path / "console.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert (nccl_doctor.analyze([str(tmp_path)], jobs=1).verdict or {}).get("ranks") == [2]

@@ -51,6 +51,7 @@ from .facts import (
 )
 from .failure_record import Failure
 from .numerics import spread_failures
+from .oddsetting import set_otherwise
 from .orphans import name_the_erring_child, pair_loose_traceback
 from .outside import agent_signals, launcher_killed
 from .recovery import before_clean_restart, trained_on
@@ -205,6 +206,12 @@ def _exits_together(job: JobModel) -> list[Failure]:
                     label=f"one of ranks {fmt_ranks(ranks)}")]
 
 
+def _store_waits(job: JobModel) -> bool:
+    """Some rank gave up waiting at a key-value store (a key, or the clients that never joined)."""
+    return bool(job.by_kind("torch_store_timeout")) or any(
+        "DistStoreError" in str(e.get("exc_type") or "") for e in job.by_kind("python_exception"))
+
+
 def _handled_failures(job: JobModel, handled: list[Event], out: list[Failure]) -> list[Failure]:
     """A caught exception (see ``_handled``) of a process with no failure of its own: kept as a failure
     it recovered from (a note, never the cause), as one it trained on after would be."""
@@ -326,6 +333,9 @@ def failures(job: JobModel) -> list[Failure]:
     out = accused_failures(job, out)  # (ranks failing alike, each naming one rank's model: evidence.accused)
     if not out:
         out += mesh_never_formed(job) or _exits_together(job)  # (every rank alike at start-up: evidence.alike)
+    if not out and job.by_kind(*_REPORTS) and not job_timed_out and _store_waits(job):
+        # every rank failed alike joining a store (a group set up again mid-run), one with other settings
+        out += set_otherwise(job)  # (evidence.oddsetting)
     files = {p: i for i, p in enumerate(job.files)}
     # A rank's own error comes before any launcher's report of an exit; then time (for an untimed error,
     # the time of the first dated line after it in its file: it happened by then), then position.

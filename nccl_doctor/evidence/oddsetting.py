@@ -28,6 +28,7 @@ from ..events import Event
 from ..model import JobModel, RankState
 from ..startup import setting_of
 from .facts import _per_job
+from .failure_record import Failure
 
 #: Key words of settings that differ from rank to rank by nature, or are errors and frames, not settings.
 _WORDS = (r"\b(?:ranks?|local|host(?:name)?|nodes?|pids?|devices?|gpus?|cuda|index|seed|port|addr(?:ess)?|"
@@ -160,3 +161,18 @@ def odd_setting(job: JobModel) -> OddSetting | None:
 def _event(got: tuple[str, str, int, str], rank: int | None) -> Event:
     value, f, line, text = got
     return Event("startup_setting", f, line, rank=rank, fields={"value": value}, text=text)
+
+
+def set_otherwise(job: JobModel) -> list[Failure]:
+    """A failure for the one rank set otherwise, when every rank failed alike and nothing else singles
+    one out (failures.py asks only then): a config failure at medium weight, its line as evidence."""
+    odd = odd_setting(job)
+    if odd is None:
+        return []
+    mine, theirs = odd.event.get("value", ""), odd.usual.get("value", "")
+    st = job.known_ranks().get(odd.rank)
+    return [Failure(rank=odd.rank, state=st, host=(st.host if st else None) or job.rank_hosts.get(odd.rank),
+                    category="config", events=[odd.event, odd.usual],
+                    what=f"it alone started with \"{odd.event.text[:120]}\" ({mine[:60]} where the others have "
+                         f"{theirs[:60]}); every rank then failed alike")]
+
