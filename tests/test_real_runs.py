@@ -167,6 +167,10 @@ KNOWN_WRONG = {
                                "aborted side of a size mismatch is read as the receiver, which names no one",
     "t119_localpad_r0_w3_rank0_logdir": "rank 0 padded to its own max: gloo aborts rank 0 itself; as "
                                         "t119_localpad_r2_w4_tee, a desync naming no rank",
+    "t126_holdlong_r1_w3_tee": "rank 1's manifest thread held the sqlite write lock for 12 s (console.log:32, its "
+                               "'copying 40 shard entries' with no end, 260 ms before every writer was locked out); "
+                               "rank 2 runs out of retries and raises 'database is locked' first: the verdict names "
+                               "the rank that raised, as nothing says who held the lock",
     "t75_hang_r3_w4_split": "torchtitan's --local-ranks-filter 0 shows rank 0 alone: it times out in all_gather and "
                             "exits first; ranks 1-3 are all SIGTERMed, so neither the table nor any line tells that "
                             "rank 3 (blocked opening a FIFO) was the one the others waited for",

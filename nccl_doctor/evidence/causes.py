@@ -24,7 +24,7 @@ _CONSEQUENCE = re.compile(
     r"|Connection reset by peer|Broken pipe|WR_FLUSH_ERR|status=5\b|with error 5\b|KeyboardInterrupt"
     r"|Socket recv failed|Connection closed by localRank|DistStoreError|[Tt]imed out|[Tt]imeout"
     # gloo's transport and the TCPStore client, when the process at the other end went away
-    r"|Connection closed by peer|caused by a remote worker|pair closure|got 0 bytes|Connection was likely closed"
+    r"|Connection closed by peer|caused by a remote worker|pair closure|recv, got 0 bytes|Connection was likely closed"
     r"|received errors while waiting for send/recv from rank"
     # TensorPipe (torch.distributed.rpc) on a worker whose connection closed: the worker at the other end went
     # away ("RuntimeError: eof (this error originated at tensorpipe/transport/shm/connection_impl.cc:259)")
@@ -154,6 +154,10 @@ def classify(ev: Event, job_timed_out: bool, rank_timed_out: bool) -> tuple[str,
                               "(another job, or a leftover process of an earlier run, holds it)")
         if etype.rsplit(".", 1)[-1] in _ECHO_TYPES or (etype == "Exception" and not msg.strip()):
             return None
+        if etype == "BrokenPipeError":  # Python's own, on a write to a closed pipe (its stdout's reader, a
+            # queue): gloo's lost peers are RuntimeErrors, never this type
+            return "exception", (f"BrokenPipeError: {msg}: a pipe it wrote to was closed (the reader of its "
+                                 "output, or a queue's other end, went away)")[:200]
         if _CONSEQUENCE.search(msg) and not _cuda_text(msg) and not _own_timeout(etype, msg):
             return None
         cat = "oom" if "OutOfMemory" in etype or "out of memory" in msg else \

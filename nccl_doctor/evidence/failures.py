@@ -270,6 +270,9 @@ def failures(job: JobModel) -> list[Failure]:
             or store_beyond_world(job, ev)
         if cls is None or echoed_exit(job, ev, echo) or is_wrapper_echo(job, ev) or forced_kill(job, ev):
             continue
+        if ev.get("exc_type") == "BrokenPipeError" and st is not None and any(
+                (e.file, e.line) < (ev.file, ev.line) and classify(e, job_timed_out, False) is None for e in st.errors):
+            continue  # a pipe to a process that went away, after the rank had already lost a peer: one more echo
         if teardown_terminate(ev) and st is not None and id(st) in echo[0]:
             continue  # its teardown after an echo (see _echo_only)
         cat, what = cls

@@ -47,7 +47,7 @@ def _event_lines(job: JobModel) -> dict[str, set[int]]:
 #: What a handler logs above a traceback it caught and went on from ("failed to decode sample 7, skipping",
 #: "download failed (attempt 1/3), retrying in 1.0s", "it's safe to ignore this error").
 CARRIES_ON = re.compile(r"\b(?:skipping|skipped|retrying|will retry|trying again|ignoring|ignored|continuing|"
-                         r"falling back|safe to ignore)\b", re.I)
+                         r"falling back|safe to ignore)\b|--- Logging error ---", re.I)
 
 
 @_per_job
@@ -56,8 +56,16 @@ def _handled_starts(job: JobModel) -> dict[str, list[int]]:
     (``log.exception`` in a handler that carries on), sorted."""
     out: dict[str, list[int]] = defaultdict(list)
     starts = traceback_starts(job)
+    heads = job.by_kind("traceback_start")
     for ev in job.by_kind("log_error", "log_carry_on"):
-        if CARRIES_ON.search(str(ev.get("msg") or ev.text)):
+        if ev.get("carry") == "Logging error":
+            # logging's own report: its traceback is the next one of the same writer, whatever other
+            # writers' lines came in between (a console several ranks share)
+            nxt = next((h for h in heads if h.file == ev.file and 0 < h.line - ev.line <= 400
+                        and (h.rank, h.local_rank) == (ev.rank, ev.local_rank)), None)
+            if nxt is not None:
+                out[ev.file].append(nxt.line)
+        elif CARRIES_ON.search(str(ev.get("msg") or ev.text)):
             for k in (1, 2, 3):
                 if (ev.file, ev.line + k) in starts:
                     out[ev.file].append(ev.line + k)
