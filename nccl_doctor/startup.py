@@ -32,8 +32,6 @@ _KEY = re.compile(r"[A-Za-z][\w .,/()-]{0,60}$")
 
 #: A heading that names the rank whose settings follow, indented: "rank 2/4 config:", "[rank 1] args:".
 _HEADING = re.compile(r"\W{0,3}(?:[Rr]ank|RANK)[ _-]?(\d{1,7})(?:/\d{1,7})?\b[^:]{0,60}:\s*$")
-#: A line kept: (line number, its text without launcher prefixes).
-Setting = tuple[int, str]
 _VALUE = re.compile(r"\d|: ")
 #: A library's own line, not the job's: glog's "W1128 01:21:51.852 socket.cpp:469] ...", a frame, an
 #: exception ("torch.distributed.DistStoreError: wait timeout after 20000ms, keys: ...").
@@ -64,7 +62,8 @@ def head_window(chunk: bytes, whole: bool) -> bytes:
 
 
 def startup_settings(window: bytes, stripper: LauncherStripper) -> dict:
-    """writer key (None, ("rank", r), ("local_rank", l)) -> its first lines with a value, in line order."""
+    """writer key (None, ("rank", r), ("local_rank", l)) -> its first lines with a value, in line order:
+    (line number, its text without launcher prefixes)."""
     out: dict = {}
     failed: set = set()  # writers that printed a traceback
     block = None  # the rank a heading line named ("rank 2/4 config:"), for the indented lines under it

@@ -56,21 +56,32 @@ def _event(ll: LastLine, rank: int | None) -> Event:
     return Event("last_line", ll.file, ll.line, rank=rank, ts=ll.ts, text=ll.text)
 
 
+def lone_last_line(lasts: dict[int, LastLine]) -> int | None:
+    """The one rank (of three or more) whose last line has another shape (digits masked) than the
+    last line every other rank ended on."""
+    if len(lasts) < 3:
+        return None
+    shapes = {rank: _shape(ll.text) for rank, ll in lasts.items()}
+    (common, n), *rest = Counter(shapes.values()).most_common()
+    if n != len(lasts) - 1 or not rest:
+        return None
+    return next(rank for rank, sh in shapes.items() if sh != common)
+
+
 @_per_job
 def line_behind(job: JobModel) -> LineBehind | None:
     ranks = [st for st in job.ranks if st.rank is not None and st.last_line is not None]
-    if len(ranks) < 3 or len({st.rank for st in ranks}) != len(ranks):
+    if len({st.rank for st in ranks}) != len(ranks):
         return None
-    shapes = {st.rank: _shape(st.last_line.text) for st in ranks}
-    (common, n), *rest = Counter(shapes.values()).most_common()
-    if n != len(ranks) - 1 or not rest:
+    lone = lone_last_line({st.rank: st.last_line for st in ranks})
+    if lone is None:
         return None
-    odd = next(st for st in ranks if shapes[st.rank] != common)
+    odd = next(st for st in ranks if st.rank == lone)
     if odd.errors or odd.timeouts:
         return None  # it said what befell it
     others = [st for st in ranks if st is not odd]
     befores = [_before(job, st) for st in others]
-    if any(b is None or _shape(b) != shapes[odd.rank] for b in befores):
+    if any(b is None or _shape(b) != _shape(odd.last_line.text) for b in befores):
         return None
     lead = others[0].last_line
     return LineBehind(odd.rank, odd.last_line.text, lead.text, [_event(odd.last_line, odd.rank), _event(lead, others[0].rank)])

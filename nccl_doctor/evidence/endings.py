@@ -37,7 +37,7 @@ from .facts import _per_job, file_host, fmt_ranks, global_rank, int_in, plural
 from .failures import failures
 from .recovery import clean_restart
 from .sites import script_site
-from .statements import mismatch_reports
+from .statements import aborted_in_tables, mismatch_reports
 from .teardown import harmless
 from .timeouts import P2P_CALLS, c10d_call, timed_out_states, timeouts_by_pg
 from .tracebacks import chain_root, handled
@@ -186,9 +186,8 @@ def _aborted_receivers(job: JobModel, quiet: list[Ending]) -> bool:
     torn, _ = mismatch_reports(job)
     unnamed = [e for e in torn if e.kind == "cpp_terminate" and global_rank(job, e) is None]
     # the aborts a launcher's table already gives a rank (-6, 134) do not explain these quiet ones
-    told = {int_in(e.get("rank")) for e in job.by_kind("elastic_cfe") if int_in(e.get("exitcode")) in (-6, 134)}
-    quiet_ranks = {e.rank for e in quiet}
-    return bool(unnamed) and len(unnamed) == len(torn) and len(unnamed) - len(told - quiet_ranks) >= len(quiet)
+    told = aborted_in_tables(job) - {e.rank for e in quiet}
+    return bool(unnamed) and len(unnamed) == len(torn) and len(unnamed) - len(told) >= len(quiet)
 
 
 @_per_job

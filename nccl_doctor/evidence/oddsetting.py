@@ -46,6 +46,11 @@ class OddSetting:
     event: Event  # its line
     usual: Event  # the line of a rank that has the common value
 
+    def said(self) -> str:
+        """'"its line" (its value where the others have theirs)', as findings quote it."""
+        return (f"\"{self.event.text[:120]}\" ({self.event.get('value', '')[:80]} where the others have "
+                f"{self.usual.get('value', '')[:80]})")
+
 
 def _writers(job: JobModel) -> dict[int, list[tuple[str, tuple, RankState | None]]]:
     """rank -> the (file, writer key) whose settings are its own: its label in any file (a rank that
@@ -140,7 +145,7 @@ def odd_setting(job: JobModel) -> OddSetting | None:
     for item, vals in by_item.items():
         if len(vals) < 3:
             continue
-        (common, n), *rest = Counter(v[0] for v in vals.values()).most_common()
+        common, n = Counter(v[0] for v in vals.values()).most_common(1)[0]
         if n != len(vals) - 1:
             continue
         rank = next(r for r, v in vals.items() if v[0] != common)
@@ -169,10 +174,8 @@ def set_otherwise(job: JobModel) -> list[Failure]:
     odd = odd_setting(job)
     if odd is None:
         return []
-    mine, theirs = odd.event.get("value", ""), odd.usual.get("value", "")
     st = job.known_ranks().get(odd.rank)
     return [Failure(rank=odd.rank, state=st, host=(st.host if st else None) or job.rank_hosts.get(odd.rank),
                     category="config", events=[odd.event, odd.usual],
-                    what=f"it alone started with \"{odd.event.text[:120]}\" ({mine[:60]} where the others have "
-                         f"{theirs[:60]}); every rank then failed alike")]
+                    what=f"it alone started with {odd.said()}; every rank then failed alike")]
 

@@ -95,15 +95,15 @@ def key_rank(key: str) -> int | None:
     return int(m.group(1)) if m is not None else None
 
 
-def subgroup_waits(job: JobModel) -> dict[int, Event]:
-    """rank -> its store wait that timed out on a subgroup's key (``/default_pg/0//3//cpu//0/1``): it was
-    creating a process group (``new_group``, a device mesh) that its peers were not creating then."""
-    out: dict[int, Event] = {}
+def subgroup_waits(job: JobModel) -> dict[int, tuple[Event, str]]:
+    """rank -> (its store wait that timed out on a subgroup's key, the key: ``/default_pg/0//3//cpu//0/1``):
+    it was creating a process group (``new_group``, a device mesh) that its peers were not creating then."""
+    out: dict[int, tuple[Event, str]] = {}
     for ev in job.by_kind("torch_store_timeout", "python_exception"):
         key = one_waited_key(str(ev.get("err") or ev.get("msg") or ""))
         rank = global_rank(job, ev) if key is not None and _SUBGROUP_KEY.search(key) else None
         if rank is not None:
-            out.setdefault(rank, ev)
+            out.setdefault(rank, (ev, key))
     return out
 
 
@@ -182,6 +182,13 @@ _ABORTED = (-6, 134)
 
 
 @_per_job
+def aborted_in_tables(job: JobModel) -> set[int]:
+    """The ranks a launcher's failure table says died by SIGABRT (gloo's enforce ends in abort)."""
+    return {r for e in job.by_kind("elastic_cfe") if int_in(e.get("exitcode")) in _ABORTED
+            and (r := int_in(e.get("rank"))) is not None}
+
+
+@_per_job
 def mismatch_spared(job: JobModel) -> tuple[int, list[int]] | None:
     """(rank, the receivers) when gloo aborted every rank of the job but one on a size mismatch.
 
@@ -198,8 +205,7 @@ def mismatch_spared(job: JobModel) -> tuple[int, list[int]] | None:
     named = {global_rank(job, e) for e in torn}
     receivers = named - {None}
     if None in named:
-        aborted = {r for e in job.by_kind("elastic_cfe") if int_in(e.get("exitcode")) in _ABORTED
-                   and (r := int_in(e.get("rank"))) is not None}
+        aborted = aborted_in_tables(job)
         if len(aborted | receivers) != len(torn):
             return None
         receivers |= aborted

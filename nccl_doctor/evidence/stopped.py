@@ -17,12 +17,11 @@ One rank must stand apart from all the others that say where they were. A job st
 
 from __future__ import annotations
 
-import re
-from collections import Counter
 from dataclasses import dataclass
 
 from ..events import Event, by_place
 from ..model import JobModel, RankState
+from .behind import lone_last_line
 from .causes import _PEER_GONE
 from .facts import _per_job, global_rank, plural
 from .failures import failures
@@ -31,8 +30,6 @@ from .outside import STOP_TYPES, interrupted, launcher_killed, stopped_from_outs
 from .stacks import in_collective, own_dump, where
 from .timeouts import timeouts_by_pg, watchdog_kills
 from .tracebacks import frames_above, script_name
-
-_DIGITS = re.compile(r"\d+")
 
 _EXCEPTION = frozenset(("python_exception",))
 
@@ -54,13 +51,9 @@ def _killed_after_grace(job: JobModel, known: dict[int, RankState]) -> Stuck | N
     stuck where its own last line left it (a save that never finished)."""
     forced = {e.get("pid") for e in job.by_kind("elastic_forced_kill")}
     lasts = {r: st.last_line for r, st in known.items() if st.last_line is not None}
-    if len(forced) != 1 or len(lasts) < 3 or len(lasts) != len(known):
+    rank = lone_last_line(lasts) if len(forced) == 1 and len(lasts) == len(known) else None
+    if rank is None:
         return None
-    shapes = {r: _DIGITS.sub("#", ll.text.strip()) for r, ll in lasts.items()}
-    common = Counter(shapes.values()).most_common(2)
-    if common[0][1] != len(lasts) - 1:
-        return None
-    rank = next(r for r, sh in shapes.items() if sh != common[0][0])
     peer = next(r for r in lasts if r != rank)
     kill = job.by_kind("elastic_forced_kill")[0]
     ev = Event("last_line", lasts[rank].file, lasts[rank].line, rank=rank, text=lasts[rank].text)

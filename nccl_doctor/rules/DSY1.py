@@ -30,7 +30,6 @@ from ..evidence.statements import (
     mismatch_reports,
     mismatch_sender,
     mismatch_spared,
-    one_waited_key,
     subgroup_waits,
 )
 from ..evidence.steps import step_outlier, uneven_epoch
@@ -142,8 +141,8 @@ def _group_creation(job: JobModel) -> list[Mismatch]:
     waits = subgroup_waits(job)
     if len(waits) < 2:
         return []
-    evs = [waits[r] for r in sorted(waits)]
-    keys = sorted({str(one_waited_key(str(e.get("err") or e.get("msg") or ""))) for e in evs})
+    evs = [waits[r][0] for r in sorted(waits)]
+    keys = sorted({key for _ev, key in waits.values()})
     return [(f"{plural(len(waits), 'rank')} timed out creating process groups, waiting in the store for "
              f"{', '.join(keys[:3])}{' ...' if len(keys) > 3 else ''}: the ranks created their groups (new_group, "
              "a device mesh) in another order or number", [], [], evs[:4], [])]
@@ -282,10 +281,9 @@ def _set_otherwise(job: JobModel) -> list[Mismatch]:
     odd = odd_setting(job)
     if odd is None:
         return []
-    mine, theirs = odd.event.get("value", "")[:80], odd.usual.get("value", "")[:80]
-    return _one(job, odd.rank, f"rank {odd.rank} alone started with \"{odd.event.text[:120]}\" ({mine} where the "
-                f"others have {theirs}): it was built or configured otherwise, and likely ran a collective of another "
-                "size or skipped one the others made", [odd.event, odd.usual])
+    return _one(job, odd.rank, f"rank {odd.rank} alone started with {odd.said()}: it was built or configured "
+                "otherwise, and likely ran a collective of another size or skipped one the others made",
+                [odd.event, odd.usual])
 
 
 def _odd_site(job: JobModel) -> list[Mismatch]:
