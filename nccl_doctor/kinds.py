@@ -232,6 +232,8 @@ KINDS: dict[str, str] = {
     "one ChildFailedError entry",
     "elastic_attempt": "attempt, local_rank: reply file / log paths with 'attempt_N/<local_rank>/'",
     "elastic_launch_config": "max_restarts, nproc_per_node, min_nodes, max_nodes: 'Starting elastic_operator with launch configs'",
+    "spawn_sigterm": "pid, sig: torch.multiprocessing.spawn's 'Terminating process 1234 via signal SIGTERM' (the "
+                     "processes still running when one failed)",
     "mp_spawn_failed": "proc, exitcode, sig: '-- Process 0 terminated with the following error:' / 'process N "
     "terminated with exit code' / 'with signal SIGKILL'",
     # ---- Horovod ----

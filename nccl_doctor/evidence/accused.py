@@ -27,7 +27,13 @@ differs", accuses that rank (a gathered check every rank runs alike). Only when 
 world raised it, the message names exactly one rank, and that rank is in the job. And when a single
 rank failed of its own, with a check of the job's that says which other rank is the trouble ("mean step
 time 0.476s over the 0.3s budget; slowest rank 3", "rank 5 is lagging behind"): the rank it names,
-with the words that say so next to it.
+with the words that say so next to it, or with the rank as the subject of "differs", "disagrees",
+"is inconsistent" ("rank 1 differs from rank 0": rank 1; the reference it was compared with is not
+accused). A listing of every rank's value ("(rank 0: 9398.48, rank 1: 9398.48, ...)") names no one.
+
+An object collective whose receivers cannot unpickle what the source sent (pickle's "Can't get
+attribute 'Vocab' on <module '__main__' ...>": the class is defined only in the sender's branch of
+the script): when every rank but one failed so, alike, the one that did not is the sender.
 """
 
 from __future__ import annotations
@@ -45,6 +51,14 @@ _CUE = (r"(?:slowest|straggl\w{0,4}|laggard|lagging|behind|stuck|hung|hanging|un
         r"diverg\w{0,5}|faulty|offending)")
 _BLAMED = re.compile(rf"\b{_CUE}\b[^.;:]{{0,40}}?\b(?:[Rr]ank|RANK)[ :=#]{{0,3}}(\d{{1,7}})\b|"
                      rf"\b(?:[Rr]ank|RANK)[ :=#]{{0,3}}(\d{{1,7}})\b(?: (?:is|was|looks|seems))?(?: the)? {_CUE}\b")
+#: Words that accuse the rank named before them only: "rank 1 differs from rank 0" accuses rank 1
+#: (rank 0 is the reference it was compared with).
+_SUBJECT_CUE = r"(?:differs|disagrees|mismatch(?:es|ed)?|(?:is|was) (?:inconsistent|out of sync|different))"
+_ACCUSED = re.compile(rf"\b(?:[Rr]ank|RANK)[ :=#]{{0,3}}(\d{{1,7}})\b {_SUBJECT_CUE}\b")
+#: A rank named as the key of a listing of every rank's value ("(rank 0: 9398.48, rank 1: ...)"):
+#: a table, not an accusation.
+_LISTED = re.compile(r"\s?[:=]\s?[-+]?\d")
+_UNPICKLED = re.compile(r"\bCan't get attribute '[\w.]{1,200}' on <module '")
 _SIZES = re.compile(r"appears not to match (?:sizes|strides) of the same param in process (?P<ref>\d{1,7})")
 
 
@@ -87,10 +101,26 @@ def _named_alike(own: dict[int, Failure], world: int) -> tuple[list[int], Failur
     texts = {f.events[0].text for f in own.values() if f.events}
     if len(texts) != 1 or len(own) != world:
         return None
-    named = {int(n) for m in _NAMED.finditer(next(iter(texts))) for n in re.findall(r"\d{1,7}", m.group(1))}
+    text = next(iter(texts))
+    named = {int(n) for m in _NAMED.finditer(text) if not _LISTED.match(text, m.end())
+             for n in re.findall(r"\d{1,7}", m.group(1))}
     if len(named) != 1 or not 0 <= next(iter(named)) < world:
         return None
     return [next(iter(named))], own[min(own)]
+
+
+def _sent_unpicklable(own: dict[int, Failure], world: int) -> tuple[list[int], Failure] | None:
+    """The one rank that did not fail, when every other rank failed alike unpickling an object of a
+    class their ``__main__`` does not define (pickle's "Can't get attribute 'Vocab' on <module
+    '__main__' ...>"): an object collective (``broadcast_object_list``) from that rank, whose script
+    defines the class only where it runs (see module doc)."""
+    if world < 3 or len(own) != world - 1:
+        return None
+    texts = {f.events[0].text for f in own.values() if f.events}
+    if len(texts) != 1 or not _UNPICKLED.search(next(iter(texts))):
+        return None
+    sender = set(range(world)) - set(own)
+    return (sorted(sender), own[min(own)]) if len(sender) == 1 else None
 
 
 def _named_by_one(own: dict[int, Failure], world: int) -> tuple[list[int], Failure] | None:
@@ -98,9 +128,11 @@ def _named_by_one(own: dict[int, Failure], world: int) -> tuple[list[int], Failu
     if len(own) != 1:
         return None
     (me, f), = own.items()
-    if not f.events or f.events[0].kind != "python_exception":
+    if not f.events or f.events[0].kind not in ("python_exception", "log_error"):
         return None
-    named = {int(m.group(1) or m.group(2)) for m in _BLAMED.finditer(f.events[0].text)}
+    text = f.events[0].text
+    named = {int(m.group(1) or m.group(2)) for m in _BLAMED.finditer(text)} | \
+        {int(m.group(1)) for m in _ACCUSED.finditer(text)}
     if len(named) != 1 or me in named or not 0 <= next(iter(named)) < world:
         return None
     return [next(iter(named))], f
@@ -114,13 +146,19 @@ def accused_failures(job: JobModel, out: list[Failure]) -> list[Failure]:
     checked = {r for r, f in own.items() if any(_COUNTS.search(e.text) or _SIZES.search(e.text) for e in f.events)}
     seen = set(job.known_ranks())
     size = world or (len(seen) if seen == set(range(len(seen))) else 0)
-    alike = (_named_alike(own, size) or _named_by_one(own, size)) if not checked else None
+    alike = (_named_alike(own, size) or _named_by_one(own, size) or _sent_unpicklable(own, size)) \
+        if not checked else None
     if alike is None and (world is None or world < 2):
         return out
     if alike is not None:
         (odd, first), checked = alike, set(own)
-        who = "every rank's" if len(own) > 1 else f"rank {next(iter(own))}'s"
-        what = f"{who} own check names it: {first.events[0].text[:200]}"
+        ev = first.events[0]
+        text = (ev.get("msg") if ev.kind == "log_error" else None) or ev.text
+        if odd[0] not in own and len(own) > 1:
+            what = f"every other rank failed to unpickle the object it sent them: {text[:200]}"
+        else:
+            who = "every rank's" if len(own) > 1 else f"rank {next(iter(own))}'s"
+            what = f"{who} own check names it: {text[:200]}"
     elif checked and (odd := _odd_by_counts(own, world) or _odd_by_sizes(own, world)):
         first = own[min(checked)]
         what = (f"its model differs from the other ranks' (DDP's parameter check at construction: "

@@ -142,16 +142,38 @@ def launcher_kills(job: JobModel) -> dict[int, list[Event]]:
         if rank is not None and (code in (-15, 143) or "TERM" in str(ev.get("sig") or "")
                                  or int_in(ev.get("pid")) in forced_kills(job, ev.file)):
             out.setdefault(rank, []).append(ev)
+    unknown: dict[str, list[Event]] = {}  # file -> the stops of pids no line or table row names
     for ev in job.by_kind("elastic_sigterm"):
         st = state_for_pid(job, ev.get("pid"), ev.host, ev.file)
         rank = st.rank if st is not None else table_rank(job, ev.file, int_in(ev.get("pid")))
         if rank is not None:  # (a process whose lines name no pid: the failure table's row of that pid)
             out.setdefault(rank, []).append(ev)
+        else:
+            unknown.setdefault(ev.file, []).append(ev)
+    for ev in job.by_kind("spawn_sigterm"):  # (only to account for the ranks its table leaves out)
+        unknown.setdefault(ev.file, []).append(ev)
+    _stopped_unlisted(job, unknown, out)
     for ev in job.by_kind("unit_exit"):  # a container stopped (143), a service's process SIGTERMed
         rank = fail_ranks(job, ev)[0]
         if rank is not None and worker_exit_code(ev) == -15:
             out.setdefault(rank, []).append(ev)
     return out
+
+
+def _stopped_unlisted(job: JobModel, unknown: dict[str, list[Event]], out: dict[int, list[Event]]) -> None:
+    """A launcher that lists only the first failure (``torch.multiprocessing.spawn``, behind
+    elastic_launch's function entrypoints: "<NO_OTHER_FAILURES>") leaves the workers it then stopped
+    out of its table, and names them only by pid ("Terminating process 32530 via signal SIGTERM").
+    When it stopped as many pids its table does not hold as there are ranks of its group the table
+    leaves out, those ranks were running until stopped: none had left early."""
+    if not unknown:
+        return
+    gone = left_early(job)
+    for file, evs in unknown.items():
+        ranks = [r for r, lines in gone.items() if r not in out and any(e.file == file for e in lines)]
+        if ranks and len(ranks) == len({int_in(e.get("pid")) for e in evs}):
+            for r in ranks:
+                out.setdefault(r, []).extend(evs)
 
 
 @_per_job
@@ -274,6 +296,10 @@ def host_of_rank(job: JobModel, e: Ending) -> str | None:
     if e.left:
         hosts = {ev.get("host") for ev in left_early(job).get(e.rank, ())} - {None}
         return next(iter(hosts)) if len(hosts) == 1 else None
+    if e.state is None and e.how == "killed":  # stopped by its node's launcher: that launcher's host
+        hosts = {ev.host or file_host(job, ev.file) for ev in launcher_kills(job).get(e.rank, ())}
+        if len(hosts) == 1 and None not in hosts:
+            return next(iter(hosts))
     files = set(e.state.files) if e.state is not None else set()
     hosts = {file_host(job, f) for f in files}
     return next(iter(hosts)) if len(hosts) == 1 else None
