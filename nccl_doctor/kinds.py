@@ -166,6 +166,8 @@ KINDS: dict[str, str] = {
     "rpc_remote": "worker_id, worker_name: torch.distributed.rpc's 'On WorkerInfo(id=2, name=trainer2):' heading "
                   "the traceback of an exception raised on that worker, relayed to its caller",
     "self_pid": "self_pid: a rank's start-up line naming its own pid ('started on vm pid 13022')",
+    "stall_report": "stale, stale_from, stale_adj: the job's own hang monitor naming the rank it saw stop ('rank 2 "
+                    "heartbeat stale for 8.5 s', 'no progress from rank 1 since ...'); never the writer's rank",
     "numeric_warning": "what: a rank's own word that a value of its went non-finite or overflowed ('non-finite local "
     "loss (nan)', numpy's 'invalid value encountered'), before anything failed",
     "py_chain": "cause (set for 'from'): a chained exception's separator ('The above exception was the direct cause "

@@ -107,3 +107,57 @@ def test_a_worker_spawn_stopped_by_pid_was_running_not_gone(tmp_path):
     v = _verdict(tmp_path, lines)
     assert v.get("ranks") == [1]
     assert "left the job early" not in v.get("headline", "") and "exit status 0" not in v.get("headline", "")
+
+
+def _table(rows: list[tuple[int, int, str]]) -> list[str]:
+    """torchrun's failure table: (rank, exit code, signal name or '') per row, the first the root cause."""
+    out = ["torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ", "=" * 54, "train.py FAILED",
+           "-" * 54, "Failures:"]
+    for i, (rank, code, sig) in enumerate(rows[1:], 1):
+        out += [f"[{i}]:", "  time      : 2026-11-28_03:27:46", "  host      : localhost",
+                f"  rank      : {rank} (local_rank: {rank})", f"  exitcode  : {code} (pid: {4270 + rank})"
+                + (f"  ({sig})" if sig else ""), "  error_file: <N/A>"]
+    rank, code, sig = rows[0]
+    out += ["-" * 54, "Root Cause (first observed failure):", "[0]:", "  time      : 2026-11-28_03:27:46",
+            "  host      : localhost", f"  rank      : {rank} (local_rank: {rank})",
+            f"  exitcode  : {code} (pid: {4270 + rank})" + (f"  ({sig})" if sig else ""), "  error_file: <N/A>", "=" * 54]
+    return out
+
+
+def _beats(world: int) -> list[str]:
+    return [f"[rank {r}] 03:27:37 step 8 loss 2.0{r}" for r in range(world)] + ["[hangwatch] all 4 ranks alive (steps 11..12)"]
+
+
+def test_the_rank_the_jobs_hang_monitor_names_is_the_cause_not_the_monitor_that_exited(tmp_path):
+    lines = _beats(4) + ["[hangwatch] rank 2 heartbeat stale for 8.5 s (last step 11)",
+                         "[hangwatch] job is hung, aborting all ranks (exit 17)"]
+    lines += _table([(0, 17, ""), (1, -15, "SIGTERM"), (2, -15, "SIGTERM"), (3, -15, "SIGTERM")])
+    assert _verdict(tmp_path, lines).get("ranks") == [2]
+
+
+def test_a_monitor_that_stopped_every_rank_itself_still_names_the_stale_one(tmp_path):
+    lines = _beats(4) + ["hangwatch 03:30:03 no progress from rank 1 since 03:29:54 (step 11, last beat 0.5 s ago)",
+                         "hangwatch 03:30:03 sending SIGTERM to all 4 ranks: pids [4270, 4271, 4272, 4273]"]
+    lines += _table([(0, -15, "SIGTERM"), (1, -15, "SIGTERM"), (2, -15, "SIGTERM"), (3, -15, "SIGTERM")])
+    assert _verdict(tmp_path, lines).get("ranks") == [1]
+
+
+def test_a_monitors_word_does_not_hide_another_ranks_own_error(tmp_path):
+    # rank 3 raised first; the monitor then saw rank 1 (waiting for rank 3) stop beating
+    lines = _beats(4) + _raise(3, "batch = next(it)", "KeyError: 'labels'")
+    lines += ["[hangwatch] rank 1 heartbeat stale for 8.5 s (last step 11)"] + [f"[rank{r}]: {_CLOSED}" for r in (0, 2)]
+    lines += _table([(3, 1, ""), (0, 1, ""), (1, -15, "SIGTERM"), (2, 1, "")])
+    assert _verdict(tmp_path, lines).get("ranks") == [3]
+
+
+def test_a_log_servers_columns_name_each_records_rank(tmp_path):
+    """A logging server's file (t135_hang_r2_w3_split): "time | logger | LEVEL | message" with the rank in
+    the logger's name; ranks 0 and 1 time out in their ERROR records, rank 2 stopped after step 10."""
+    lines = [f"2026-11-28 03:27:04.80{r} | train.rank{r} | INFO     | step 10 loss 2.3{r}" for r in range(3)]
+    for r, op in ((0, "send"), (1, "recv")):
+        lines += [f"2026-11-28 03:27:25.12{r} | train.rank{r} | ERROR    | training failed on rank {r}",
+                  "Traceback (most recent call last):",
+                  '  File "/job/train.py", line 145, in train', "    loss.backward()",
+                  "RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] "
+                  f"Timed out waiting 20000ms for {op} operation to complete"]
+    assert _verdict(tmp_path, lines).get("ranks") == [2]

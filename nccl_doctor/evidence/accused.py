@@ -43,6 +43,7 @@ from collections import defaultdict
 
 from ..model import JobModel
 from .failure_record import Failure
+from .monitor import monitor_failures
 
 _COUNTS = re.compile(r"DDP expects same model across all ranks, but Rank (?P<me>\d{1,7}) has (?P<mine>\d{1,12}) params, "
                      r"while rank (?P<peer>\d{1,7}) has inconsistent (?P<theirs>\d{1,12}) params")
@@ -141,6 +142,9 @@ def _named_by_one(own: dict[int, Failure], world: int) -> tuple[list[int], Failu
 def accused_failures(job: JobModel, out: list[Failure]) -> list[Failure]:
     """The failures of the ranks holding the odd model (see module doc), each as a config failure; the
     other ranks' failures of the check dropped. ``out`` as it is when the logs do not tell."""
+    watched = monitor_failures(job, out)
+    if watched is not None:  # the job's own hang monitor named the rank it saw stop (evidence.monitor)
+        return watched
     own = {f.rank: f for f in out if f.rank is not None and not f.exit_only}
     world = job.ranks_expected
     checked = {r for r, f in own.items() if any(_COUNTS.search(e.text) or _SIZES.search(e.text) for e in f.events)}

@@ -143,6 +143,8 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
                                 "when it did not stop): it was hung or frozen"), "high", "killed"
         elif e.how == "killed":
             why, conf = f"it wrote no error while {seen}; the launcher had to stop it (SIGTERM): it was hung", "high"
+            if e.state is not None and e.state.events:  # (no clock says whether it was stuck or slow)
+                why += ", or still busy with what its last line shows"
             ended = "stopped"
         elif e.left:
             why, conf, ended = (f"it is not among the failed processes in its node's launcher report, so it had "
