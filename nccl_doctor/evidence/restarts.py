@@ -1,0 +1,139 @@
+"""Restart generations: every event of a job assigned to the attempt (of torchrun's worker group) it
+belongs to, from the restart markers in each file (``Worker group FAILED. k/N attempts left``, a
+rendezvous with ``restart_count=k``, ``attempt_k`` paths, the workers writing again after the agent
+reported one failed), and, in files with no marker, by time or by start-up banners printed again.
+Read by MN5 (a restart that restored no state, a crash loop)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import groupby
+from operator import attrgetter
+
+from ..events import Event
+from ..model import JobModel
+from .launcher_facts import attempt_in_path
+from .nccl_facts import int_in
+
+#: Lines a process prints once when it starts: seen again after progress, the script re-ran.
+_BANNER_KINDS = ("nccl_version", "torch_version", "ds_version", "ds_init_backend")
+#: Worker lines that, after the agent reported a failed worker, show a new attempt running.
+_WORKER_START = (*_BANNER_KINDS, "train_step", "train_epoch", "rank_world", "startup_work", "checkpoint_load",
+                 "checkpoint_none", "nccl_init")
+
+
+@dataclass(slots=True)
+class Restarts:
+    """What the logs say about restarts, with every event assigned to a generation (attempt)."""
+
+    markers: list[Event] = field(default_factory=list)  # restart / restart_count>0 / attempt_k>0
+    group_failed: list[Event] = field(default_factory=list)  # pre-torchrun "[default] Worker group failed"
+    gen_of: dict[int, int] = field(default_factory=dict)  # id(event) -> generation
+    count: int = 0  # highest generation seen
+    attempts_left: Event | None = None  # first "k/N attempts left" line
+
+
+def _numbered(ev: Event) -> bool:
+    """A restart marker that carries its own count (not a membership-change echo)."""
+    return (ev.kind == "elastic_restart" and ev.get("left") is not None) \
+        or (ev.kind in ("elastic_rdzv", "elastic_attempt")
+            and (int_in(ev.get("restart_count", ev.get("attempt"))) or 0) > 0)
+
+
+def _marker_generation(ev: Event, current: int, numbered_job: bool) -> int | None:
+    """The generation an event starts, or None when it is not a restart marker.
+
+    When one agent's workers fail, the *other* agents log ``Detected N new nodes ...; will restart
+    worker group`` for the same restart: such lines start a generation only in a job with no
+    numbered restart evidence (a pure scale-up)."""
+    if ev.kind == "elastic_restart" and ev.get("left") is None:
+        return current + 1 if not numbered_job else None
+    if ev.kind == "elastic_restart":
+        left, most = int_in(ev.get("left")), int_in(ev.get("max"))
+        # "3/3 attempts left" is printed before the first restart: next attempt = max - left + 1.
+        if left is not None and most is not None and most >= left:
+            return max(current + 1, most - left + 1)
+        return current + 1
+    if ev.kind == "elastic_rdzv":
+        k = int_in(ev.get("restart_count"))
+        return k if k is not None and k > 0 else None
+    if ev.kind == "elastic_attempt":
+        k = int_in(ev.get("attempt"))
+        return k if k is not None and k > 0 else None
+    return None
+
+
+#: The kinds that start a generation, or whose line tells one ended.
+_GENERATION_KINDS = ("elastic_restart", "elastic_rdzv", "elastic_attempt", "elastic_failed", "elastic_group_failed")
+
+
+def segment_restarts(job: JobModel) -> Restarts:
+    """Assign every event to a restart generation.
+
+    Within a file, by line order after each restart marker (or by an ``attempt_N`` path). A file
+    with no marker (a worker's own log appended across attempts) is placed by timestamp against
+    the markers' times when both are known; otherwise it stays in generation 0.
+    """
+    out = Restarts()
+    unmarked: list[list[Event]] = []
+    marker_times: list[tuple[float, int]] = []
+    numbered_job = any(_numbered(e) for e in job.by_kind("elastic_restart", "elastic_rdzv", "elastic_attempt"))
+    # Files with no line that can start or end a generation: every event is of generation 0 (which
+    # gen_of leaves out: it is what every reader defaults to), and the file is unmarked.
+    eventful = {e.file for e in job.by_kind(*_GENERATION_KINDS)}
+    by_file: dict[str, list[Event]] = {}
+    for path, group in groupby(job.events, key=attrgetter("file")):  # (runs of one file: C calls)
+        by_file.setdefault(path, []).extend(group)
+    for path, events in by_file.items():
+        gen = attempt_in_path(path) or 0
+        if not gen and path not in eventful:
+            if attempt_in_path(path) is None:
+                unmarked.append(events)
+            continue
+        has_marker = False
+        agent_failed = False  # a worker failure the agent reported, with no "will restart" line after it
+        for i, ev in enumerate(events):
+            if ev.kind == "elastic_group_failed":
+                out.group_failed.append(ev)
+            started = _marker_generation(ev, gen, numbered_job)
+            if started is None and gen > 0 and i == 0 and not numbered_job:
+                started = gen  # the first line of torchrun's attempt_<k> log folder
+            if ev.kind == "elastic_failed":
+                agent_failed = True
+            elif agent_failed and started is None and ev.kind in _WORKER_START:
+                # torchrun logs "will restart worker group" at INFO only: the workers writing again
+                # after the agent reported one failed is the restart (the table ends the last attempt).
+                started, agent_failed = gen + 1, False
+            elif started is not None:
+                agent_failed = False
+            if started is not None:
+                has_marker = True
+                out.markers.append(ev)
+                gen = max(gen, started)
+                if ev.ts is not None:
+                    marker_times.append((ev.ts, gen))
+                if ev.kind == "elastic_restart" and out.attempts_left is None:
+                    out.attempts_left = ev
+            out.gen_of[id(ev)] = gen
+            out.count = max(out.count, gen)
+        if not has_marker and attempt_in_path(path) is None:
+            unmarked.append(events)
+    for events in unmarked if out.markers else ():
+        _place_unmarked(out, events, marker_times)
+    return out
+
+
+def _place_unmarked(out: Restarts, events: list[Event], marker_times: list[tuple[float, int]]) -> None:
+    """Generations in a file with no restart line, in a job that restarted: by time against the
+    markers when the event has a timestamp, else by start-up banners (a process printing its
+    banner again after it made progress is the next attempt)."""
+    gen, progressed = 0, False
+    for ev in events:
+        if ev.kind in _BANNER_KINDS and progressed:
+            gen, progressed = gen + 1, False
+        elif ev.kind in ("train_step", "train_epoch"):
+            progressed = True
+        if ev.ts is not None and marker_times:
+            out.gen_of[id(ev)] = max((g for t, g in marker_times if t <= ev.ts), default=0)
+        else:
+            out.gen_of[id(ev)] = gen
