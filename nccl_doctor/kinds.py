@@ -272,6 +272,8 @@ KINDS: dict[str, str] = {
     # ---- training progress and start-up work ----
     "py_lib_frame": "a traceback frame in Python's own modules or a package: read, never kept (no event)",
     "py_script_frame": "path, srcline, func: a traceback frame in the job's own code (not Python's or a package's)",
+    "pssh_header": "idx, status (SUCCESS|FAILURE), host, code: pssh -i's '[1] 03:45:21 [FAILURE] node02 Exited with error "
+                   "code 255' heading that host's lines",
     "file_header": "path: head's or tail's '==> path <==' before each file's lines: the lines after it are that file's",
     "log_warning": "level, msg: a record at warning level in the job's own words (no other pattern's): what one "
                    "rank alone said before a desync",

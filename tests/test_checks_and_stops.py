@@ -6,6 +6,8 @@ read from the lines by hand (the rank the check names, the sender, the rank at t
 
 from __future__ import annotations
 
+from torchrun_lines import failure_table
+
 from nccl_doctor import analyze
 
 _CLOSED = ("RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed "
@@ -109,21 +111,6 @@ def test_a_worker_spawn_stopped_by_pid_was_running_not_gone(tmp_path):
     assert "left the job early" not in v.get("headline", "") and "exit status 0" not in v.get("headline", "")
 
 
-def _table(rows: list[tuple[int, int, str]]) -> list[str]:
-    """torchrun's failure table: (rank, exit code, signal name or '') per row, the first the root cause."""
-    out = ["torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ", "=" * 54, "train.py FAILED",
-           "-" * 54, "Failures:"]
-    for i, (rank, code, sig) in enumerate(rows[1:], 1):
-        out += [f"[{i}]:", "  time      : 2026-11-28_03:27:46", "  host      : localhost",
-                f"  rank      : {rank} (local_rank: {rank})", f"  exitcode  : {code} (pid: {4270 + rank})"
-                + (f"  ({sig})" if sig else ""), "  error_file: <N/A>"]
-    rank, code, sig = rows[0]
-    out += ["-" * 54, "Root Cause (first observed failure):", "[0]:", "  time      : 2026-11-28_03:27:46",
-            "  host      : localhost", f"  rank      : {rank} (local_rank: {rank})",
-            f"  exitcode  : {code} (pid: {4270 + rank})" + (f"  ({sig})" if sig else ""), "  error_file: <N/A>", "=" * 54]
-    return out
-
-
 def _beats(world: int) -> list[str]:
     return [f"[rank {r}] 03:27:37 step 8 loss 2.0{r}" for r in range(world)] + ["[hangwatch] all 4 ranks alive (steps 11..12)"]
 
@@ -131,14 +118,14 @@ def _beats(world: int) -> list[str]:
 def test_the_rank_the_jobs_hang_monitor_names_is_the_cause_not_the_monitor_that_exited(tmp_path):
     lines = _beats(4) + ["[hangwatch] rank 2 heartbeat stale for 8.5 s (last step 11)",
                          "[hangwatch] job is hung, aborting all ranks (exit 17)"]
-    lines += _table([(0, 17, ""), (1, -15, "SIGTERM"), (2, -15, "SIGTERM"), (3, -15, "SIGTERM")])
+    lines += failure_table([(0, 17, ""), (1, -15, "SIGTERM"), (2, -15, "SIGTERM"), (3, -15, "SIGTERM")])
     assert _verdict(tmp_path, lines).get("ranks") == [2]
 
 
 def test_a_monitor_that_stopped_every_rank_itself_still_names_the_stale_one(tmp_path):
     lines = _beats(4) + ["hangwatch 03:30:03 no progress from rank 1 since 03:29:54 (step 11, last beat 0.5 s ago)",
                          "hangwatch 03:30:03 sending SIGTERM to all 4 ranks: pids [4270, 4271, 4272, 4273]"]
-    lines += _table([(0, -15, "SIGTERM"), (1, -15, "SIGTERM"), (2, -15, "SIGTERM"), (3, -15, "SIGTERM")])
+    lines += failure_table([(0, -15, "SIGTERM"), (1, -15, "SIGTERM"), (2, -15, "SIGTERM"), (3, -15, "SIGTERM")])
     assert _verdict(tmp_path, lines).get("ranks") == [1]
 
 
@@ -146,7 +133,7 @@ def test_a_monitors_word_does_not_hide_another_ranks_own_error(tmp_path):
     # rank 3 raised first; the monitor then saw rank 1 (waiting for rank 3) stop beating
     lines = _beats(4) + _raise(3, "batch = next(it)", "KeyError: 'labels'")
     lines += ["[hangwatch] rank 1 heartbeat stale for 8.5 s (last step 11)"] + [f"[rank{r}]: {_CLOSED}" for r in (0, 2)]
-    lines += _table([(3, 1, ""), (0, 1, ""), (1, -15, "SIGTERM"), (2, 1, "")])
+    lines += failure_table([(3, 1, ""), (0, 1, ""), (1, -15, "SIGTERM"), (2, 1, "")])
     assert _verdict(tmp_path, lines).get("ranks") == [3]
 
 

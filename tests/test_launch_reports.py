@@ -52,3 +52,15 @@ def test_the_worker_killed_after_the_stops_grace_period_was_stuck(tmp_path):
     lines += [f"W1128 02:08:04.263000 31898 {_ELASTIC}:1047] Unable to shutdown process 31907 via 15, forcefully "
               "exiting via 9"]
     assert _verdict(tmp_path, lines).get("ranks") == [1]
+
+
+def test_a_pssh_block_names_the_host_of_the_lines_under_its_header(tmp_path):
+    """t139_nodekill_n2_pssh_tee's shape: pssh -i prints each host's output as a block under "[N] time
+    [FAILURE] host ..."; node02's block holds only its ranks' start-up lines (exit 255: ssh lost it)."""
+    lines = ["[1] 03:45:21 [FAILURE] node02 Exited with error code 255",
+             "rank 3/4 (local 1) ready, pid 11611", "rank 2/4 (local 0) ready, pid 11609",
+             "[2] 03:45:22 [FAILURE] node01 Exited with error code 1",
+             "rank 0/4 (local 0) ready, pid 11610", "rank 1/4 (local 1) ready, pid 11612", "step 10/400 loss 1.2168"]
+    lines += [f"[rank{r}]: {_CLOSED}" for r in (1, 0)]
+    v = _verdict(tmp_path, lines)
+    assert v.get("hosts") == ["node02"] and v.get("ranks") == [2, 3]

@@ -179,3 +179,13 @@ def test_ranks_failing_alike_at_a_store_name_the_one_that_set_it_up_otherwise(tm
               "local_rank: 1 (pid: 4111) of binary: /usr/bin/python3"]
     (tmp_path / "console.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
     assert (nccl_doctor.analyze([str(tmp_path)], jobs=1).verdict or {}).get("ranks") == [2]
+
+
+def test_a_setting_behind_a_loggers_name_is_compared_by_its_own_key(tmp_path):
+    """t142_seed_r2_w4_redirect's shape: "train: gradient groups in sync order: ..." behind the logger's
+    name, rank 0 printing another "train:" line first: rank 2's order is the odd one."""
+    usual = "train: gradient groups in sync order: head(490), encoder.2(6208), norm(128), embed(2112)"
+    settings = {0: ["train: world size 4, mode buckets, 40 steps", usual], 1: [usual],
+                2: ["train: gradient groups in sync order: embed(2112), encoder.2(6208), head(490), norm(128)"],
+                3: [usual]}
+    assert _desync_ranks(tmp_path, _console(settings)) == [2]

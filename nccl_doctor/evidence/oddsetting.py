@@ -98,6 +98,8 @@ def _items(job: JobModel, writers: list[tuple[str, tuple, RankState | None]]) ->
             if stop is not None and line >= stop:
                 continue
             kv = setting_of(text)
+            if kv is not None and " " not in kv[0] and (inner := setting_of(kv[1])) is not None:
+                kv = (f"{kv[0]}: {inner[0]}", inner[1])  # a logger's name before the setting ("train: sync order: ...")
             if kv is not None:
                 key = _DIGITS.sub("#", kv[0].lower())
                 seen[key] = j = seen.get(key, -1) + 1  # a logger's "name: ..." heads many lines: the j-th

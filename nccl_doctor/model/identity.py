@@ -26,6 +26,7 @@ from .relays import (
     headed_sources,
     logged_tracebacks,
     loguru_relayed,
+    pssh_blocks,
     relaying_streams,
     rpc_relayed,
     spawn_relayed,
@@ -177,6 +178,7 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
     self_local: dict[str, list] = defaultdict(list)  # file -> (event, the local rank its script states)
     relayed = relaying_streams(events)
     headed_sources(events)
+    pssh_blocks(events)
     shared_locals = shared_local_labels(events)
     for ev in events:
         sig = (ev.file, ev.host, ev.pid, ev.rank, ev.local_rank, ev.fields.get("launcher_pid"),

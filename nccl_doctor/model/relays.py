@@ -231,3 +231,22 @@ def relaying_streams(events: list[Event]) -> set[tuple[str, int]]:
         if spid is not None:
             seen[(ev.file, spid)].add(ev.rank)
     return {k for k, ranks in seen.items() if len(ranks) > 1}
+
+
+def pssh_blocks(events: list[Event]) -> None:
+    """Lines after pssh's "[1] 03:45:21 [FAILURE] node02 ..." header are that host's, up to the next
+    header (pssh -i prints each host's output as one block when the host is done)."""
+    heads: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for ev in events:
+        if ev.kind == "pssh_header" and ev.get("host"):
+            heads[ev.file].append((ev.line, str(ev.get("host"))))
+    if not heads:
+        return
+    for marks in heads.values():
+        marks.sort()
+    for ev in events:
+        marks = heads.get(ev.file)
+        if marks and ev.host is None and ev.kind != "pssh_header":
+            i = bisect_right(marks, (ev.line, "\uffff")) - 1
+            if i >= 0:
+                ev.host = marks[i][1]

@@ -5,7 +5,7 @@ resubmission's predecessor, a first attempt that failed another way. Merging the
 ranks (rank 2's error of the first run beside rank 0's hang of the second). The runs are told apart
 by time: each file spans the time of its dated lines (or, with none, the time its name gives:
 ``train.20261127-155405.log``, ``logs/20261127-155452.err``); files whose spans overlap are one run.
-Two runs are two only when the later one's ranks include the earlier one's (a rerun), so that nodes
+Two runs are two only when the later one names most of the earlier one's ranks (a rerun), so that nodes
 whose clocks differ, or a report written later (an ncclras dump), are never cut off, and never in a
 job that restarted itself (torchrun's restarts, --log-dir attempts: one job, whose first failure is
 the story). The latest run is the one analysed; the others are named in a note.
@@ -19,6 +19,7 @@ from operator import attrgetter
 
 from ..timeparse import _epoch
 from .identity import logdir_slot
+from .job import ERROR_KINDS
 
 #: A date and time in a file's name or folder: 20261127-155405, 2026-11-27_15-54-05, 20261127T155405.
 _NAME_TIME = re.compile(r"(?<!\d)(20\d\d)-?([01]\d)-?([0-3]\d)[-_T.]?([0-2]\d)[-_:]?([0-5]\d)[-_:]?([0-5]\d)(?!\d)")
@@ -46,6 +47,11 @@ def name_time(path: str) -> float | None:
         return None
     y, mo, d, h, mi, s = (int(x) for x in m.groups())
     return _epoch(y, mo, d, h, mi, s)
+
+
+def _ended(run: _Span) -> bool:
+    """The run's files hold its launcher's failure table: torchrun exited there."""
+    return any("elastic_cfe" in set(map(_KIND, s.events)) for s in run.scans)
 
 
 def split_runs(scans: list) -> tuple[list, list]:
@@ -101,10 +107,17 @@ def split_runs(scans: list) -> tuple[list, list]:
         return scans, []
     latest = runs[-1]
     earlier = runs[:-1]
-    # A rerun names the ranks the earlier runs named; else the "runs" are nodes, reports, another job's.
-    if not latest.ranks or any(not r.ranks or not r.ranks <= latest.ranks for r in earlier):
+    # A rerun names the ranks the earlier runs named, or (a rank that hung in it may have said nothing)
+    # most of them when the earlier run ended in its launcher's failure table; else the "runs" are nodes
+    # (disjoint ranks), reports, workers' own files that stop before their console's table.
+    if not latest.ranks or any(not r.ranks or not (r.ranks <= latest.ranks or (
+            2 * len(r.ranks & latest.ranks) >= len(r.ranks) and _ended(r))) for r in earlier):
         return scans, []
     dropped = [s for r in earlier for s in r.scans]
+    # a file with neither ranks nor times goes with the run whose files share its name (train.attempt1.out
+    # beside train.attempt1.err)
+    stems = {s.path.rsplit(".", 1)[0] for s in dropped}
+    dropped += [s for s in loose if s.path.rsplit(".", 1)[0] in stems]
     keep = {id(s) for s in dropped}
     return [s for s in scans if id(s) not in keep], dropped
 
@@ -121,33 +134,71 @@ def earlier_runs_in_files(scans: list) -> list[str]:
     names them). Files of several nodes appended together (``tee -a``) are not cut: a node's table
     lists only its own workers, and those never speak after it."""
     notes = []
+    gone: set[str] = set()  # the error lines of the earlier runs cut off, and of the runs kept
+    kept: set[str] = set()
     for s in scans:
         if "elastic_cfe" not in set(map(_KIND, s.events)):  # (C-level: most files hold no failure table)
             continue
         cut = _last_rerun(s.events)
         if cut:
+            gone.update(e.text for e in s.events if e.line <= cut and e.kind in _ERRORS)
+            kept.update(e.text for e in s.events if e.line > cut and e.kind in _ERRORS)
             s.events = [e for e in s.events if e.line > cut]
             notes.append(f"{s.path} holds more than one run of the job (a later run was appended to it): its lines up "
                          f"to {cut} (through the failure table that ended one) are earlier runs', left out; the latest "
                          "run is analysed")
+    if gone:
+        notes += _copies_of_earlier(scans, gone - kept, kept)
+    return notes
+
+
+#: Lines whose text tells one run from another (the same step lines recur in every run of a seeded job).
+_ERRORS = ERROR_KINDS | {"gloo_timeout"}
+
+
+def _copies_of_earlier(scans: list, gone: set[str], kept: set[str]) -> list[str]:
+    """Files that hold an earlier run's errors only (a worker's --log-dir file of a run whose console
+    output, copied by --tee, was cut off above; a reused log folder keeps every run's), and the
+    other files of that run's --log-dir folder: left out too."""
+    earlier: set[str] = set()  # run folders (the parent of attempt_N) of an earlier run
+    for s in scans:
+        errors = {e.text for e in s.events if e.kind in _ERRORS}
+        if errors and errors & gone and not errors & kept:
+            slot = logdir_slot(s.path)
+            earlier.add(slot[0].rsplit("/", 1)[0] if slot else s.path)
+    notes = []
+    for s in scans:
+        slot = logdir_slot(s.path)
+        if (slot[0].rsplit("/", 1)[0] if slot else s.path) in earlier and s.events:
+            s.events = []
+            notes.append(f"{s.path} holds an earlier run's output (its errors are those of the run cut off above): left out")
     return notes
 
 
 def _last_rerun(events: list) -> int:
-    """The line ending the last failure table after which a worker it lists prints progress again (0: none)."""
-    tables: list[tuple[int, set]] = []  # (the line ending it, the global ranks it lists)
+    """The line ending the last failure table after which a worker it lists prints progress again (0: none).
+
+    A start-up banner that names no rank ("attempt 2: world size 3, ...") counts too when the file
+    held one launcher so far (its glog lines all of one agent pid): no other node's workers write
+    there, so a worker starting after that launcher exited is a new run's."""
+    tables: list[tuple[int, set, bool]] = []  # (the line ending it, the global ranks it lists, one agent)
     rows: set = set()
+    agents: set = set()
     for e in events:
+        agent = e.fields.get("agent_pid")
+        if agent is not None:
+            agents.add(agent)
         if e.kind != "elastic_cfe":
             continue
         rank = e.fields.get("rank")
         if isinstance(rank, int):
             rows.add(rank)
         if e.fields.get("root_cause"):  # (the root cause closes a table: torchrun prints it last)
-            tables.append((e.line, rows))
+            tables.append((e.line, rows, len(agents) == 1))
             rows = set()
     cut = 0
-    for last, ranks in tables:
-        if ranks and any(e.kind in _PROGRESS and e.line > last and e.rank in ranks for e in events):
+    for last, ranks, one_agent in tables:
+        if ranks and any(e.kind in _PROGRESS and e.line > last and (
+                e.rank in ranks or (one_agent and e.rank is None and e.kind == "rank_world")) for e in events):
             cut = last
     return cut
