@@ -204,22 +204,33 @@ def rpc_relayed(events: list[Event]) -> None:
             pending = (ev.file, printer, worker, ev.line)
 
 
+def _headers(events: list[Event], kind: str, key: str) -> dict[str, list[tuple[int, str]]]:
+    """file -> (line, value) of the headers of one kind in it, in line order."""
+    heads: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for ev in events:
+        if ev.kind == kind and ev.get(key):
+            heads[ev.file].append((ev.line, str(ev.get(key))))
+    for marks in heads.values():
+        marks.sort()
+    return heads
+
+
+def _under(heads: dict[str, list[tuple[int, str]]], ev: Event) -> str | None:
+    """The value of the last header above the event in its file, if any."""
+    marks = heads.get(ev.file)
+    if not marks:
+        return None
+    i = bisect_right(marks, (ev.line, "\uffff")) - 1
+    return marks[i][1] if i >= 0 else None
+
+
 def headed_sources(events: list[Event]) -> None:
     """Lines after head's or tail's "==> path <==" header are that path's (``excerpt_of``), up to the next."""
-    headers: dict[str, list[tuple[int, str]]] = defaultdict(list)
-    for ev in events:
-        if ev.kind == "file_header":
-            headers[ev.file].append((ev.line, str(ev.get("path"))))
-    if not headers:
-        return
-    for marks in headers.values():
-        marks.sort()
-    for ev in events:
-        marks = headers.get(ev.file)
-        if marks and ev.kind != "file_header":
-            i = bisect_right(marks, (ev.line, "\uffff")) - 1
-            if i >= 0:
-                ev.fields.setdefault("excerpt_of", marks[i][1])
+    heads = _headers(events, "file_header", "path")
+    if heads:
+        for ev in events:
+            if ev.kind != "file_header" and (path := _under(heads, ev)) is not None:
+                ev.fields.setdefault("excerpt_of", path)
 
 
 def relaying_streams(events: list[Event]) -> set[tuple[str, int]]:
@@ -236,17 +247,8 @@ def relaying_streams(events: list[Event]) -> set[tuple[str, int]]:
 def pssh_blocks(events: list[Event]) -> None:
     """Lines after pssh's "[1] 03:45:21 [FAILURE] node02 ..." header are that host's, up to the next
     header (pssh -i prints each host's output as one block when the host is done)."""
-    heads: dict[str, list[tuple[int, str]]] = defaultdict(list)
-    for ev in events:
-        if ev.kind == "pssh_header" and ev.get("host"):
-            heads[ev.file].append((ev.line, str(ev.get("host"))))
-    if not heads:
-        return
-    for marks in heads.values():
-        marks.sort()
-    for ev in events:
-        marks = heads.get(ev.file)
-        if marks and ev.host is None and ev.kind != "pssh_header":
-            i = bisect_right(marks, (ev.line, "\uffff")) - 1
-            if i >= 0:
-                ev.host = marks[i][1]
+    heads = _headers(events, "pssh_header", "host")
+    if heads:
+        for ev in events:
+            if ev.host is None and ev.kind != "pssh_header" and (host := _under(heads, ev)) is not None:
+                ev.host = host
