@@ -20,6 +20,7 @@ from .evidence.outside import stopped_from_outside
 from .evidence.status import assign_statuses
 from .findings import Finding, Severity
 from .model import JobModel, build_job
+from .model.hosts import as_written
 from .model.order import restore as restore_order
 from .model.runs import earlier_runs_in_files, split_runs
 from .rasjson import split_ras_json
@@ -252,6 +253,9 @@ def analyze_scans(scans: list[FileScan], skipped: list[Skipped], *, select=None,
     job.live = live
     assign_statuses(job)  # derived evidence: who failed, lagged, went silent or only waited
     findings, notes = rules.run(job, select=select, ignore=ignore, min_severity=min_severity)
+    written = as_written(job.hosts)  # (a node the logs only name fully qualified: as they write it)
+    for f in findings if written else ():
+        f.hosts, f.blame_hosts = [written.get(h, h) for h in f.hosts], [written.get(h, h) for h in f.blame_hosts]
     if job.partial_logs:
         seen, world = job.coverage() or (0, 0)
         notes.insert(0, f"the logs cover {seen:,} of {world:,} ranks: they are partial, so the {world - seen:,} "

@@ -64,3 +64,29 @@ def test_a_pssh_block_names_the_host_of_the_lines_under_its_header(tmp_path):
     lines += [f"[rank{r}]: {_CLOSED}" for r in (1, 0)]
     v = _verdict(tmp_path, lines)
     assert v.get("hosts") == ["node02"] and v.get("ranks") == [2, 3]
+
+
+def test_of_two_nodes_the_one_told_another_node_count_than_the_nodes_that_started_is_named(tmp_path):
+    """t146_nnodes3_n1_2x2_info_redirect's shape: two torchrun agents' launch configs, one given --nnodes 3;
+    two agents started, so the one that says 3 was started wrong."""
+    api = "torch/distributed/launcher/api.py:254]"
+    for host, pid, nodes in (("p5-west-17", 17466, 2), ("p5-west-18", 17465, 3)):
+        lines = [f"I1128 04:00:17.458000 {pid} {api} Starting elastic_operator with launch configs:",
+                 f"I1128 04:00:17.458000 {pid} {api}   min_nodes                : {nodes}",
+                 f"I1128 04:00:17.458000 {pid} {api}   max_nodes                : {nodes}",
+                 f"I1128 04:00:17.458000 {pid} {api}   run_id                   : job-7",
+                 f"I1128 04:00:17.458000 {pid} {api}   rdzv_endpoint            : p5-west-17:35950",
+                 "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError"]
+        (tmp_path / f"{host}.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    v = analyze([str(tmp_path)], jobs=1).verdict or {}
+    assert v.get("hosts") == ["p5-west-18"]
+
+
+def test_a_node_the_logs_only_name_fully_qualified_keeps_its_full_name():
+    """Findings cut host names at the first dot (NCCL's short names and torchrun's FQDNs are one node);
+    a node no line names short (t145_hang_n1_2x2_fqdn_split: gpu-a100-80gb-04.cluster.internal in every
+    line) is shown as written; one that is also named short, and IP addresses, are not."""
+    from nccl_doctor.model.hosts import as_written
+
+    hosts = ["gpu-a100-80gb-04.cluster.internal", "node-7", "node-7.rack-2.dc1", "10.0.3.17", "localhost"]
+    assert as_written(hosts) == {"gpu-a100-80gb-04": "gpu-a100-80gb-04.cluster.internal"}

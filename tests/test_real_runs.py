@@ -171,6 +171,12 @@ KNOWN_WRONG = {
                                "'copying 40 shard entries' with no end, 260 ms before every writer was locked out); "
                                "rank 2 runs out of retries and raises 'database is locked' first: the verdict names "
                                "the rank that raised, as nothing says who held the lock",
+    "t147_atexit_r2_w3_redirect": "the job ran to its end and exited 0; an atexit upload then failed, untagged "
+                                  "('Exception ignored in atexit callback', console.log:32-36: ConnectionError 503 "
+                                  "uploading final-rank2.pt), right after rank 2's last line and where ranks 0 and 1 "
+                                  "print 'uploaded final-rankN.pt': Python's ignored exit-handler errors after a "
+                                  "finished run are read as teardown noise (a lock file already gone), and only the "
+                                  "file name in the message ties this one to rank 2",
     "t75_hang_r3_w4_split": "torchtitan's --local-ranks-filter 0 shows rank 0 alone: it times out in all_gather and "
                             "exits first; ranks 1-3 are all SIGTERMed, so neither the table nor any line tells that "
                             "rank 3 (blocked opening a FIFO) was the one the others waited for",

@@ -85,6 +85,7 @@ def unreachable(job: JobModel) -> list[RdzvProblem]:
 #: between nodes).
 _SHARED_SETTINGS = (("min_nodes", "--nnodes (minimum)"), ("max_nodes", "--nnodes (maximum)"), ("run_id", "--rdzv-id"),
                     ("rdzv_endpoint", "--rdzv-endpoint"))
+_NODE_COUNTS = frozenset(("min_nodes", "max_nodes"))
 #: File names that say what a file holds rather than where it was written: never a node's name.
 _GENERIC_STEM = re.compile(r"(?i)^(?:rank|worker|proc|process|local|attempt|stdout|stderr|std|out|err|log|logs|"
                            r"train|training|console|output|job|run|task|trainer|main|agent|launcher|torchrun)(?![a-z])")
@@ -137,13 +138,21 @@ def misconfigured_nodes(job: JobModel) -> list[RdzvProblem]:
             continue
         ranked = sorted(by_value.items(), key=lambda kv: -len(kv[1]))
         (top, agree), odd_count = ranked[0], len(ranked[1][1])
+        why = f"than the job's other {len(agree)} agents ({key} {top})"
         if len(agree) < 2 or odd_count == len(agree):
-            continue  # no clear majority: nothing says which setting was meant
+            # no clear majority: a node count is read against the agents that did start (two nodes,
+            # one told --nnodes 3: the node counts of the logs say which was meant)
+            meant = [v for v in by_value if key in _NODE_COUNTS and v == len(values)]
+            if len(by_value) != 2 or len(meant) != 1:
+                continue  # nothing says which setting was meant
+            top, agree = meant[0], by_value[meant[0]]
+            ranked = [(top, agree)] + [(v, fs) for v, fs in by_value.items() if v != top]
+            why = f"than the other agent ({key} {top}, as many nodes as started: {len(values)})"
         odd = sorted(f for v, fs in ranked[1:] for f in fs)
         names = [node_name(job, f) for f in odd]
         said = "; ".join(f"{node_name(job, f) or 'the node that wrote ' + f} has {key} {values[f]}" for f in odd)
         out.append(RdzvProblem([n for n in names if n], f"its torchrun agent was started with another {flag} "
-                               f"than the job's other {len(agree)} agents ({key} {top}): {said}",
+                               f"{why}: {said}",
                                [first[(f, key)] for f in odd][:3] + [first[(f, key)] for f in agree][:2]))
         break  # (min and max usually differ together: one problem)
     stores: dict[str, tuple[int, int, Event]] = {}

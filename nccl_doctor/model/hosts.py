@@ -55,3 +55,17 @@ def name_hosts(ranks: list[RankState], events: list[Event], world: int | None = 
                 r.host = next(iter(hs))
     return sorted(seen_hosts | {r.host for r in ranks if r.host} | set(table_hosts.values())), table_hosts
 
+
+
+def as_written(hosts: list[str]) -> dict[str, str]:
+    """short name -> the one full name the logs write for a node whose short name they never write.
+
+    A finding's hosts are cut at the first dot, as NCCL prints them, so that torchrun's FQDN and
+    NCCL's short name are one node (rules.base.short_host); a node the logs only ever name fully
+    qualified (``gpu-a100-80gb-04.cluster.internal`` in every line) is shown as they write it."""
+    full: dict[str, set[str]] = defaultdict(set)
+    for h in hosts:
+        if "." in h and ":" not in h and not h.replace(".", "").isdigit():
+            full[h.split(".", 1)[0]].add(h)
+    plain = {h for h in hosts if "." not in h}
+    return {s: next(iter(fs)) for s, fs in full.items() if len(fs) == 1 and s not in plain}

@@ -2,7 +2,8 @@
 
 Evidence (``evidence.rendezvous.misconfigured_nodes``): the agents' launch configs state another
 ``min_nodes``/``max_nodes``, ``run_id`` or ``rdzv_endpoint`` on one node than on a clear majority (another
-``--nnodes``, ``--rdzv-id`` or ``--rdzv-endpoint``), or two agents
+``--nnodes``, ``--rdzv-id`` or ``--rdzv-endpoint``; of two agents whose node counts differ, the one whose
+count is not the number of agents that started), or two agents
 each hosted the static rendezvous store and timed out waiting for clients (two nodes given
 ``--node-rank 0``; the store fewer clients joined is the mistaken one). The job then never forms:
 the other agents' rendezvous timeouts and closed stores are consequences.
