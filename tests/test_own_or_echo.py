@@ -56,3 +56,16 @@ def test_a_logging_error_printed_between_other_ranks_lines_is_handled(tmp_path):
                                                  "ValueError: corrupt batch at step 12")]
     lines += [f"[default{r}]:[rank{r}]: {_CLOSED}" for r in (1, 2)]
     assert _ranks(tmp_path, lines) == [0]
+
+
+def test_a_connection_reset_raised_by_the_scripts_own_fetch_is_the_ranks_own_failure(tmp_path):
+    """t151_retry_r3_w4_logdir's shape: rank 3's storage fetch is retried, then its ConnectionResetError
+    (Python's own socket error, not gloo's RuntimeError) ends it under torch's "[rank3]:" hook; the
+    others fail in the all-reduce afterwards."""
+    lines = [f"[default{r}]:2026-11-28 04:18:57,41{r} INFO trainer: rank {r} step 11 loss 1.97" for r in range(4)]
+    lines += ["[default3]:2026-11-28 04:18:57,962 WARNING trainer: fetch of s3://corpus/shard-00051.tar failed on rank "
+              "3 (attempt 2/3): [Errno 104] Connection reset by peer; retrying in 0.5 s"]
+    lines += [f"[default3]:{x}" for x in _raise(3, 'raise ConnectionResetError(104, "Connection reset by peer")',
+                                                "ConnectionResetError: [Errno 104] Connection reset by peer")]
+    lines += [f"[default{r}]:[rank{r}]: {_CLOSED}" for r in (0, 1, 2)]
+    assert _ranks(tmp_path, lines) == [3]

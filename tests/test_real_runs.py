@@ -177,6 +177,20 @@ KNOWN_WRONG = {
                                   "print 'uploaded final-rankN.pt': Python's ignored exit-handler errors after a "
                                   "finished run are read as teardown noise (a lock file already gone), and only the "
                                   "file name in the message ties this one to rank 2",
+    "t150_hang_r3_w4_group_halt": "GNU parallel --halt now,fail=1 with its default --group: the jobs it killed "
+                                  "left no output at all, so only rank 2's lines and its recv timeout remain; the "
+                                  "verdict names the three silent ranks, whose silence is parallel's doing, not the "
+                                  "fault's (labelled no culprit)",
+    "t150_kill_r1_w3_tagseq": "parallel --tagstring {#} tags rank r as r+1, so the tag names no rank; rank 1 "
+                              "(tag 2) was SIGKILLed and printed nothing more: only its tag's lines stopping tell "
+                              "it, and a tag is only stripped, never taken for a writer",
+    "t151_skip_mismatch_r0_w2_logexc_tee3": "rank 0 caught its own error and skipped step 9 ('step 9 failed on rank "
+                                            "0: ..., skipping batch', the rank only in the message); gloo then aborts "
+                                            "rank 0 itself on the size mismatch: two ranks, nothing general says "
+                                            "which side deviated",
+    "t151_skip_mismatch_r2_w4_tee": "rank 2 caught a decode error and skipped step 12 (its WARNING names 'rank 2' "
+                                    "only in the message, no tag); three steps later gloo aborts rank 2 itself: the "
+                                    "lone skip warning is not tied to its rank, so the desync names no one",
     "t75_hang_r3_w4_split": "torchtitan's --local-ranks-filter 0 shows rank 0 alone: it times out in all_gather and "
                             "exits first; ranks 1-3 are all SIGTERMed, so neither the table nor any line tells that "
                             "rank 3 (blocked opening a FIFO) was the one the others waited for",

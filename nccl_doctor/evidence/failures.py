@@ -181,6 +181,13 @@ def _gathered(first: Event, ev: Event) -> bool:
         "CheckpointException") and not str(ev.get("exc_type") or "").endswith("CheckpointException")
 
 
+def _bare_reset(first: Event, ev: Event) -> bool:
+    """A bare ConnectionResetError the rank's next exception says more about ("During handling of the
+    above exception ... DataLoader worker (pid 10177) is killed by signal: Killed.")."""
+    return first.get("exc_type") == "ConnectionResetError" and ev.kind == "python_exception" \
+        and ev.get("exc_type") != "ConnectionResetError"
+
+
 def _original_of(wrapper: Event, ev: Event) -> bool:
     """``ev`` is the original exception that torch's re-raise ``wrapper`` quotes below it."""
     if wrapper.kind != "python_exception" or ev.kind != "python_exception" or ev.file != wrapper.file \
@@ -270,9 +277,9 @@ def failures(job: JobModel) -> list[Failure]:
             or store_beyond_world(job, ev)
         if cls is None or echoed_exit(job, ev, echo) or is_wrapper_echo(job, ev) or forced_kill(job, ev):
             continue
-        if ev.get("exc_type") == "BrokenPipeError" and st is not None and any(
+        if ev.get("exc_type") in ("BrokenPipeError", "ConnectionResetError") and st is not None and any(
                 (e.file, e.line) < (ev.file, ev.line) and classify(e, job_timed_out, False) is None for e in st.errors):
-            continue  # a pipe to a process that went away, after the rank had already lost a peer: one more echo
+            continue  # a pipe or socket to a process that went away, after the rank had lost a peer: one more echo
         if teardown_terminate(ev) and st is not None and id(st) in echo[0]:
             continue  # its teardown after an echo (see _echo_only)
         cat, what = cls
@@ -300,7 +307,8 @@ def failures(job: JobModel) -> list[Failure]:
                 continue
             f.host = f.host or host
             if _SPECIFIC.get(ev.kind, 4) < min(_SPECIFIC.get(e.kind, 4) for e in f.events) \
-                    or any(_original_of(w, ev) for w in f.events) or _gathered(f.events[0], ev):
+                    or any(_original_of(w, ev) for w in f.events) or _gathered(f.events[0], ev) \
+                    or _bare_reset(f.events[0], ev):
                 f.category, f.what = cat, what  # a more specific line of the same failure
             f.events.append(ev)
     out = list(merged.values())

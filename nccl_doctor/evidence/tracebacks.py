@@ -67,8 +67,12 @@ def _handled_starts(job: JobModel) -> dict[str, list[int]]:
                 out[ev.file].append(nxt.line)
         elif CARRIES_ON.search(str(ev.get("msg") or ev.text)):
             for k in (1, 2, 3):
-                if (ev.file, ev.line + k) in starts:
-                    out[ev.file].append(ev.line + k)
+                head = starts.get((ev.file, ev.line + k))
+                if head is not None:
+                    # (torch's "[rank3]:" on each line of a traceback is its hook for an exception nothing
+                    # caught: the process died of it, whatever the record above it said)
+                    if head.get("hook") != "torch":
+                        out[ev.file].append(ev.line + k)
                     break
     return {f: sorted(lines) for f, lines in out.items()}
 
