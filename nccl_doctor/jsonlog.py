@@ -121,6 +121,8 @@ def decode(text: str) -> tuple[dict, str] | None:
         obj = json.loads(text)
     except (ValueError, RecursionError):
         return None
+    if isinstance(obj, dict) and isinstance(obj.get("_source"), dict):
+        obj = obj["_source"]  # a search hit exported from Elasticsearch / OpenSearch: the document it holds
     return _record(obj, text[1:], "json_record") if isinstance(obj, dict) else None
 
 
