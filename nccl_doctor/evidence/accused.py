@@ -95,7 +95,7 @@ def _odd_by_sizes(own: dict[int, Failure], world: int) -> list[int] | None:
     return raisers if len(raisers) <= world - len(raisers) else None
 
 
-def _named_alike(own: dict[int, Failure], world: int) -> tuple[list[int], Failure] | None:
+def _named_alike(own: dict[int, Failure], world: int) -> tuple[list[int], Failure, str] | None:
     """The one rank that the one error every rank raised names (see module doc)."""
     if world < 3 or set(own) != set(range(world)):
         return None
@@ -107,10 +107,10 @@ def _named_alike(own: dict[int, Failure], world: int) -> tuple[list[int], Failur
              for n in re.findall(r"\d{1,7}", m.group(1))}
     if len(named) != 1 or not 0 <= next(iter(named)) < world:
         return None
-    return [next(iter(named))], own[min(own)]
+    return [next(iter(named))], own[min(own)], "every rank's own check names it"
 
 
-def _sent_unpicklable(own: dict[int, Failure], world: int) -> tuple[list[int], Failure] | None:
+def _sent_unpicklable(own: dict[int, Failure], world: int) -> tuple[list[int], Failure, str] | None:
     """The one rank that did not fail, when every other rank failed alike unpickling an object of a
     class their ``__main__`` does not define (pickle's "Can't get attribute 'Vocab' on <module
     '__main__' ...>"): an object collective (``broadcast_object_list``) from that rank, whose script
@@ -121,10 +121,11 @@ def _sent_unpicklable(own: dict[int, Failure], world: int) -> tuple[list[int], F
     if len(texts) != 1 or not _UNPICKLED.search(next(iter(texts))):
         return None
     sender = set(range(world)) - set(own)
-    return (sorted(sender), own[min(own)]) if len(sender) == 1 else None
+    return (sorted(sender), own[min(own)], "every other rank failed to unpickle the object it sent them") \
+        if len(sender) == 1 else None
 
 
-def _named_by_one(own: dict[int, Failure], world: int) -> tuple[list[int], Failure] | None:
+def _named_by_one(own: dict[int, Failure], world: int) -> tuple[list[int], Failure, str] | None:
     """The other rank that the one rank's own failure calls the trouble (see module doc)."""
     if len(own) != 1:
         return None
@@ -136,7 +137,7 @@ def _named_by_one(own: dict[int, Failure], world: int) -> tuple[list[int], Failu
         {int(m.group(1)) for m in _ACCUSED.finditer(text)}
     if len(named) != 1 or me in named or not 0 <= next(iter(named)) < world:
         return None
-    return [next(iter(named))], f
+    return [next(iter(named))], f, f"rank {me}'s own check names it"
 
 
 def accused_failures(job: JobModel, out: list[Failure]) -> list[Failure]:
@@ -155,14 +156,9 @@ def accused_failures(job: JobModel, out: list[Failure]) -> list[Failure]:
     if alike is None and (world is None or world < 2):
         return out
     if alike is not None:
-        (odd, first), checked = alike, set(own)
+        (odd, first, said), checked = alike, set(own)
         ev = first.events[0]
-        text = (ev.get("msg") if ev.kind == "log_error" else None) or ev.text
-        if odd[0] not in own and len(own) > 1:
-            what = f"every other rank failed to unpickle the object it sent them: {text[:200]}"
-        else:
-            who = "every rank's" if len(own) > 1 else f"rank {next(iter(own))}'s"
-            what = f"{who} own check names it: {text[:200]}"
+        what = f"{said}: {((ev.get('msg') if ev.kind == 'log_error' else None) or ev.text)[:200]}"
     elif checked and (odd := _odd_by_counts(own, world) or _odd_by_sizes(own, world)):
         first = own[min(checked)]
         what = (f"its model differs from the other ranks' (DDP's parameter check at construction: "

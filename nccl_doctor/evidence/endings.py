@@ -133,6 +133,7 @@ def _text(ev: Event) -> str:
     return " ".join(str(v) for v in (ev.get("msg"), ev.get("err"), ev.get("exc")) if v) or ev.text
 
 
+@_per_job
 def launcher_kills(job: JobModel) -> dict[int, list[Event]]:
     """rank -> the launcher's lines that stopped it (SIGTERM to its pid, -15/143 in torchrun's table, a
     container's 143 or a service's SIGTERM)."""

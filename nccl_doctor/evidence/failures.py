@@ -219,12 +219,12 @@ def _store_waits(job: JobModel) -> bool:
         "DistStoreError" in str(e.get("exc_type") or "") for e in job.by_kind("python_exception"))
 
 
-def _handled_failures(job: JobModel, handled: list[Event], out: list[Failure]) -> list[Failure]:
+def _handled_failures(job: JobModel, caught_errors: list[Event], out: list[Failure]) -> list[Failure]:
     """A caught exception (see ``_handled``) of a process with no failure of its own: kept as a failure
     it recovered from (a note, never the cause), as one it trained on after would be."""
     taken = {id(f.state) for f in out if f.state is not None} | {f.rank for f in out if f.rank is not None}
     extra: dict[int, Failure] = {}
-    for ev in handled:
+    for ev in caught_errors:
         st = owner(job, ev)
         key = id(st) if st is not None else id(ev)
         if key in taken or (st is not None and st.rank in taken) or key in extra:
@@ -258,7 +258,7 @@ def failures(job: JobModel) -> list[Failure]:
     by_rank = job.known_ranks()
     echo = _echo_only(job, job_timed_out, timed)
     merged: dict[tuple, Failure] = {}
-    handled: list[Event] = []
+    caught_errors: list[Event] = []  # (not ``handled``: that is tracebacks.handled, read above)
     for ev in job.by_kind(*CAUSE_KINDS, "torch_store_timeout"):
         st = owner(job, ev)
         if ev.kind == "log_error" and st is None and ev.rank is None and ev.file not in _reporting_files(job):
@@ -266,7 +266,7 @@ def failures(job: JobModel) -> list[Failure]:
         if ev.kind == "log_error" and (heads_traceback(job, ev) or CARRIES_ON.search(str(ev.get("msg") or ""))):
             continue  # log.exception's message (the exception below it says what it was), or one it went on from
         if ev.kind == "python_exception" and caught(job, ev):
-            handled.append(ev)  # logged under "..., skipping" / "retrying": caught, and the process went on
+            caught_errors.append(ev)  # logged under "..., skipping" / "retrying": caught, and the process went on
             continue
         if ev.kind == "shell_job_died" and any(ev is k for k in launcher_killed(job)):
             continue  # the launcher the job script ran was killed from outside: no rank's failure
@@ -339,7 +339,7 @@ def failures(job: JobModel) -> list[Failure]:
             f.category = "network"
     out = [f for f in out if not all(harmless(job, e) for e in f.events)]  # (teardown noise: evidence.teardown)
     out = without_common_complaints(job, out, _REPORTS)  # (every rank logged it, then they parted: evidence.alike)
-    out += _handled_failures(job, handled, out)
+    out += _handled_failures(job, caught_errors, out)
     out = spread_failures(job, out)  # (ranks failing alike on one rank's NaN: evidence.numerics)
     out = accused_failures(job, out)  # (ranks failing alike, each naming one rank's model: evidence.accused)
     if not out:

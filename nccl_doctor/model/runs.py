@@ -49,9 +49,14 @@ def name_time(path: str) -> float | None:
     return _epoch(y, mo, d, h, mi, s)
 
 
+def _has_table(scan) -> bool:
+    """The file holds a launcher's failure table (C-level: most files hold none)."""
+    return "elastic_cfe" in set(map(_KIND, scan.events))
+
+
 def _ended(run: _Span) -> bool:
     """The run's files hold its launcher's failure table: torchrun exited there."""
-    return any("elastic_cfe" in set(map(_KIND, s.events)) for s in run.scans)
+    return any(_has_table(s) for s in run.scans)
 
 
 def split_runs(scans: list) -> tuple[list, list]:
@@ -137,7 +142,7 @@ def earlier_runs_in_files(scans: list) -> list[str]:
     gone: set[str] = set()  # the error lines of the earlier runs cut off, and of the runs kept
     kept: set[str] = set()
     for s in scans:
-        if "elastic_cfe" not in set(map(_KIND, s.events)):  # (C-level: most files hold no failure table)
+        if not _has_table(s):
             continue
         cut = _last_rerun(s.events)
         if cut:
@@ -160,19 +165,24 @@ def _copies_of_earlier(scans: list, gone: set[str], kept: set[str]) -> list[str]
     """Files that hold an earlier run's errors only (a worker's --log-dir file of a run whose console
     output, copied by --tee, was cut off above; a reused log folder keeps every run's), and the
     other files of that run's --log-dir folder: left out too."""
+    folders = {id(s): _run_folder(s.path) for s in scans}
     earlier: set[str] = set()  # run folders (the parent of attempt_N) of an earlier run
     for s in scans:
         errors = {e.text for e in s.events if e.kind in _ERRORS}
         if errors and errors & gone and not errors & kept:
-            slot = logdir_slot(s.path)
-            earlier.add(slot[0].rsplit("/", 1)[0] if slot else s.path)
+            earlier.add(folders[id(s)])
     notes = []
     for s in scans:
-        slot = logdir_slot(s.path)
-        if (slot[0].rsplit("/", 1)[0] if slot else s.path) in earlier and s.events:
+        if folders[id(s)] in earlier and s.events:
             s.events = []
             notes.append(f"{s.path} holds an earlier run's output (its errors are those of the run cut off above): left out")
     return notes
+
+
+def _run_folder(path: str) -> str:
+    """A --log-dir file's run folder (the parent of its attempt_N), else the file itself."""
+    slot = logdir_slot(path)
+    return slot[0].rsplit("/", 1)[0] if slot else path
 
 
 def _last_rerun(events: list) -> int:
