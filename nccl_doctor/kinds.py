@@ -203,7 +203,9 @@ KINDS: dict[str, str] = {
     "loguru_caught": "func, process, caught_pid: loguru's 'An error has been caught in function ..., process ... (PID)', "
                      "heading its own copy of the traceback (info)",
     "py_stack": "current, tid, frames: one thread of a faulthandler dump, its frame lines joined ('File \"x.py\", "
-                "line 3 in f | ...', innermost first) (info)",
+                "line 3 in f | ...', innermost first); tid, state, thread, frames: one thread of a py-spy dump "
+                "('f (x.py:3) | ...') (info)",
+    "pyspy_process": "dumped_pid, cmd: py-spy's 'Process 604: python train.py' heading the dump of that process (info)",
     "cpp_terminate": "exc_type, how: \"terminate called after throwing an instance of 'c10::DistBackendError'\" / "
     "'terminate called without an active exception' (how)",
     "cuda_error": "err, exc_type (when the line is the raised exception): 'CUDA error: an illegal memory access was "
@@ -225,6 +227,8 @@ KINDS: dict[str, str] = {
     "elastic_rdzv": "role, restart_count, master_addr, master_port, group_rank, group_world_size, local_ranks, role_ranks, "
     "global_ranks, role_world_sizes, global_world_sizes: rendezvous result block",
     "elastic_failed": "code, local_rank, pid, binary: 'failed (exitcode: -6) local_rank: 6 (pid: 1246013) of binary: ...'",
+    "timer_reaped": "pid, timers: torch.distributed.elastic.timer's server killing a worker whose expires() "
+                            "deadline passed ('Reaping worker_pid=[7451]. Expired timers: [...]') (error)",
     "elastic_forced_kill": "pid, sig, force: 'Unable to shutdown process N via 15, forcefully exiting via 9' (the agent "
     "SIGKILLs a worker that ignored its SIGTERM)",
     "elastic_sigterm": "pid, sig: 'Sending process 1234 closing signal SIGTERM'; DeepSpeed's launcher 'Killing subprocess 1234' (sig SIGKILL)",
@@ -272,6 +276,8 @@ KINDS: dict[str, str] = {
     # ---- training progress and start-up work ----
     "py_lib_frame": "a traceback frame in Python's own modules or a package: read, never kept (no event)",
     "py_script_frame": "path, srcline, func: a traceback frame in the job's own code (not Python's or a package's)",
+    "dshbak_header": "host: dshbak's '----------------' / host / '----------------' heading one host's block (a range "
+                     "'node[1-2]' with -c; 'pdsh@login' for pdsh's own lines) (info)",
     "pssh_header": "idx, status (SUCCESS|FAILURE), host, code: pssh -i's '[1] 03:45:21 [FAILURE] node02 Exited with error "
                    "code 255' heading that host's lines",
     "file_header": "path: head's or tail's '==> path <==' before each file's lines: the lines after it are that file's",

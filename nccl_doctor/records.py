@@ -103,6 +103,10 @@ def join_block(record: str, next_line: NextLine, peek_line: NextLine) -> list[st
             next_line()
             frames.append(nxt.strip())
         return [f"{stripped} {' | '.join(frames)}" if frames else stripped]
+    if stripped == _DSHBAK_RULE:
+        return _join_dshbak(stripped, next_line, peek_line)
+    if stripped.startswith("Thread ") and _PYSPY_HEAD.match(stripped):
+        return _join_pyspy(stripped, next_line, peek_line)
     if _BARE_EXCEPTION.match(stripped):
         # rich's traceback (and a long message wrapped by a terminal) puts the message on the lines
         # below "RuntimeError:": they are its message, up to a blank line or another record.
@@ -184,6 +188,64 @@ _FH_HEAD = re.compile(r"^(?:Current thread|Thread) 0x[0-9a-fA-F]{1,16}(?: \[[^\]
 _FH_FRAME = re.compile(r'^\s{2}(?:File "[^"\n]{1,4096}", line \d{1,9} in \S{1,256}|<no Python frame>|\.\.\.)\s{0,8}$')
 _FH_MAX_FRAMES = 101
 
+#: py-spy's dump of one thread (``py-spy dump --pid N``): ``Thread 604 (idle): "MainThread"``, then one
+#: line per frame, innermost first, four spaces in: ``    push_metrics (train.py:213)``, a native one
+#: ``    clock_nanosleep (libc.so.6)`` (``--native``); ``--locals`` adds deeper lines under a frame.
+_PYSPY_STATES = ("(idle)", "(active)", "(active+gil)", "(gil)")
+_PYSPY_HEAD = re.compile(r'^Thread (?:0x[0-9a-fA-F]{1,16}|\d{1,10}) \((?:active\+gil|active|idle|gil)\)(?:: "[^"\n]{0,128}")?$')
+_PYSPY_MAX_LINES = 2000
+
+
+def _pyspy_frame(line: str) -> str | None:
+    """The frame of a py-spy frame line (``func (file:line)``, ``func (lib.so)``), else None. String
+    operations, not a regex: a function name may hold spaces and parentheses (C++), and hostile lines
+    must stay linear."""
+    if not line.startswith("    ") or line.startswith("     "):
+        return None
+    text = line.strip()
+    cut = text.rfind(" (")
+    if cut <= 0 or not text.endswith(")") or len(text) > 4096 or " " in text[cut + 2:-1]:
+        return None
+    return text
+
+
+def _join_pyspy(header: str, next_line: NextLine, peek_line: NextLine) -> list:
+    """One record for the thread (``header frame | frame | ...``), then each frame again as a record of its
+    own at its own line (``(offset, text)``): a frame in a collective is an event of its own too."""
+    frames: list[str] = []
+    out: list = []
+    for offset in range(1, _PYSPY_MAX_LINES):
+        nxt = peek_line()
+        if nxt is None:
+            break
+        frame = _pyspy_frame(nxt)
+        if frame is None and not (nxt.startswith("        ") and nxt.strip()):
+            break  # (a deeper line is --locals' "Arguments:" / "name: value" under a frame: passed over)
+        next_line()
+        if frame is not None and len(frames) < _FH_MAX_FRAMES:
+            frames.append(frame)
+            out.append((offset, frame))
+    return [f"{header} {' | '.join(frames)}" if frames else header, *out]
+
+
+#: dshbak's header of a host's block: a rule of 16 dashes, the host (or a range, with -c), the rule again.
+_DSHBAK_RULE = "-" * 16
+_DSHBAK_NAME = re.compile(r"^[A-Za-z0-9][\w.@\[\],-]{0,252}$")
+
+
+def _join_dshbak(rule: str, next_line: NextLine, peek_line: NextLine) -> list | None:
+    """``rule host rule`` when the rule heads dshbak's three-line header, else None (a rule of dashes)."""
+    name = peek_line()
+    if name is None or not _DSHBAK_NAME.match(name):
+        return None
+    next_line()
+    closing = peek_line()
+    if closing is None or closing.strip() != _DSHBAK_RULE:
+        return [rule, (1, name)]  # (not a header after all: both lines as they are, each at its own line)
+    next_line()
+    return [f"{rule} {name} {rule}"]
+
+
 _MPI_PROC = "Process name: [["
 #: Records whose next line completes them: std::terminate prints the exception's what() on the next
 #: line; Open MPI's "The first process to do so was:" block gives the process name, then its exit code.
@@ -192,7 +254,7 @@ _STATE_DICT = "Error(s) in loading state_dict for"
 _TWO_LINE = ((_TERMINATE, "what():"), (_MPI_PROC, "Exit code:"),
              (f"RuntimeError: {_STATE_DICT}", ("size mismatch for", "Missing key(s) in", "Unexpected key(s) in")))
 BLOCK_LITERALS = ("Rendezvous complete", _CFE_ROOT, _CFE_FAIL, "Stalled ranks:", "Missing ranks:", _TERMINATE, _MPI_PROC,
-                  _FH_THREAD, _STATE_DICT)
+                  _FH_THREAD, _STATE_DICT, *_PYSPY_STATES, _DSHBAK_RULE)
 
 #: An exception line whose message is on the lines below it ("RuntimeError:" from rich's traceback).
 _BARE_EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w{0,64}\.){0,8}[A-Za-z_]\w{0,64}(?:Error|Exception|Exit|Interrupt):$")

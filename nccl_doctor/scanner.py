@@ -239,15 +239,23 @@ class Scanner:
             if records is None and rest.startswith("    ") and quotes_source(cur.chunk, s, stripper):
                 continue  # a traceback's quoted source line: code, not what happened
             for r in records or (rest,):
-                # Records cut from this line hold only literals the line holds; a joined block
-                # reaches into the next lines, so its candidates come from its shape.
-                m = match(r, None if records else hits)
-                if m is None:
-                    m, r = self._rewrap(cur.chunk, s, cur, r, stripper, match, labelled=bool(lf))
-                if m is None:
-                    continue
+                at = line_no
+                if isinstance(r, tuple):  # a line of the block that is a record of its own too, at its own line
+                    offset, r = r
+                    m = match(r, None)
+                    if m is None:
+                        continue  # (part of the block only: never a wrapped record)
+                    at += offset
+                else:
+                    # Records cut from this line hold only literals the line holds; a joined block
+                    # reaches into the next lines, so its candidates come from its shape.
+                    m = match(r, None if records else hits)
+                    if m is None:
+                        m, r = self._rewrap(cur.chunk, s, cur, r, stripper, match, labelled=bool(lf))
+                    if m is None:
+                        continue
                 self._count_repeat(m[0], out, capped)
-                out.add(make_event(m[0], m[1], lf, out.path, line_no, r, year))
+                out.add(make_event(m[0], m[1], lf, out.path, at, r, year))
         return cur.pos
 
     def _unwrap(self, chunk: bytes, base_line: int, stripper: LauncherStripper, year: int, out: FileScan,

@@ -202,10 +202,6 @@ KNOWN_WRONG = {
                                  "('failed after 3 attempts; keeping 5 points for the next flush') all run long; "
                                  "rank 0's first one is taken for its own failure although every rank logged it "
                                  "alike and went on; rank 2's ValueError (torchrun's root cause) comes later",
-    "t157_socket_r0_w3_pyspy_term_split": "the job was SIGTERMed from outside (timeout 30 s) before any collective "
-                                          "timeout; only the py-spy dumps beside the logs show rank 0 in its "
-                                          "metrics socket's recv while ranks 1-2 sit in all_reduce: py-spy dump "
-                                          "files are not read",
     "t75_hang_r3_w4_split": "torchtitan's --local-ranks-filter 0 shows rank 0 alone: it times out in all_gather and "
                             "exits first; ranks 1-3 are all SIGTERMed, so neither the table nor any line tells that "
                             "rank 3 (blocked opening a FIFO) was the one the others waited for",

@@ -90,7 +90,7 @@ CAUSE_KINDS = ("python_exception", "log_error", "cpp_terminate", "cuda_error", "
                "nccl_cuda_fail", "nccl_alloc_fail", "nccl_shm", "nccl_dup_gpu", "torch_nccl_error",
                "torch_nccl_err_kind", "torch_wd_exception", *NETWORK_KINDS, "elastic_cfe", "elastic_failed",
                "slurm_task_exit", "mp_spawn_failed", "ds_exit", "mpi_abort", "slurm_node_fail", "ray_worker_died",
-               "shell_job_died", "worker_exit", "worker_mem_kill", "unit_exit")
+               "shell_job_died", "worker_exit", "worker_mem_kill", "unit_exit", "timer_reaped")
 #: Echo text of a peer that went away (not a timeout: the waiter did not wait the full window).
 _PEER_GONE = re.compile(r"Connection (?:closed|reset) by (?:remote )?peer|Broken pipe|remote process exited"
                         r"|Connection was likely closed|got 0 bytes|^eof \(this error originated at tensorpipe")
@@ -101,7 +101,8 @@ _OWN_ERRORS = ("python_exception", "cpp_terminate", "torch_wd_exception", "torch
                *_TIMEOUT_ECHOES)
 #: Launcher/host reports about a process (not the process's own words).
 _REPORTS = ("elastic_cfe", "elastic_failed", "slurm_task_exit", "mp_spawn_failed", "ds_exit", "mpi_abort",
-            "slurm_node_fail", "ray_worker_died", "shell_job_died", "worker_exit", "worker_mem_kill", "unit_exit")
+            "slurm_node_fail", "ray_worker_died", "shell_job_died", "worker_exit", "worker_mem_kill", "unit_exit",
+            "timer_reaped")
 
 
 #: A failure table's traceback field that holds an exception (torchrun @record), not a signal note.
@@ -269,6 +270,10 @@ def _classify_exit(ev: Event, job_timed_out: bool) -> tuple[str, str] | None:
         # (deepspeed/launcher/launch.py: `cmd` is left over from its spawn loop): no rank from it.
         sig = _signal_of(code)
         return "exit", f"exit code {code}{f' ({sig})' if sig else ''} of a child of the DeepSpeed launcher (which one it does not say)"
+    if k == "timer_reaped":
+        timers = str(get("timers") or "").strip()
+        return "signal", "the elastic timer server killed it (SIGKILL): its expires() deadline passed" + \
+            (f" ({timers[:120]})" if timers else "")
     if k == "worker_mem_kill":
         return "oom", f"its launcher killed it for its memory: {ev.text.strip()}"[:200]
     if k == "worker_exit":

@@ -76,7 +76,8 @@ def fail_ranks(job: JobModel, ev: Event) -> list[int | None]:
         return [_worker_rank(job, ev)]
     if ev.kind == "unit_exit":
         return [_unit_rank(job, ev)]
-    if ev.kind in ("elastic_failed", "elastic_cfe", "ds_exit", "oom_killer") and ev.get("pid") is not None:
+    if ev.kind in ("elastic_failed", "elastic_cfe", "ds_exit", "oom_killer", "timer_reaped") \
+            and ev.get("pid") is not None:
         st = state_for_pid(job, ev.get("pid"), ev.get("host") or host_of(job, ev), ev.file)
         if st is not None:
             return [st.rank]
@@ -144,10 +145,13 @@ def _folder(path: str) -> str:
 
 @_per_job
 def _started_pids(job: JobModel) -> dict[tuple[str | None, int | None], int]:
-    """(folder, pid) -> the rank a home-grown launcher says it started as that pid (worker_started),
-    and (None, pid) for the pid anywhere; a pid it names for two ranks names none."""
+    """(folder, pid) -> the rank a home-grown launcher says it started as that pid (worker_started), or
+    reports by index and pid as it exits ("rank 1 (pid 7839) exited with status 152"), and (None, pid) for
+    the pid anywhere; a pid it names for two ranks names none."""
     seen: dict[tuple[str | None, int | None], set[int]] = defaultdict(set)
-    for ev in job.by_kind("worker_started"):
+    for ev in job.by_kind("worker_started", "worker_exit"):
+        if ev.kind == "worker_exit" and (ev.get("pid") is None or str(ev.get("word") or "").lower() not in _INDEX_WORDS):
+            continue
         who = int_in(ev.get("who")) if ev.get("who") is not None else int_in(ev.get("who2"))
         if who is not None:
             seen[(_folder(ev.file), int_in(ev.get("pid")))].add(who)

@@ -71,7 +71,7 @@ from .tracebacks import CARRIES_ON, caught, chained_to_echo, handled, heads_trac
 
 #: Which of a rank's error lines describes its failure best (lower is more specific).
 _SPECIFIC = {"cuda_oom": 0, "cuda_error": 0, "nccl_cuda_fail": 0, "nccl_alloc_fail": 0, "nccl_shm": 0,
-             "nccl_dup_gpu": 0, "xid": 0, "oom_killer": 0, "worker_mem_kill": 0, "python_exception": 1, "torch_wd_exception": 1,
+             "nccl_dup_gpu": 0, "xid": 0, "oom_killer": 0, "worker_mem_kill": 0, "timer_reaped": 0, "python_exception": 1, "torch_wd_exception": 1,
              "log_error": 2,
              "torch_nccl_err_kind": 2, "torch_nccl_error": 2, "cpp_terminate": 3, "signal": 3}
 
@@ -285,6 +285,8 @@ def failures(job: JobModel) -> list[Failure]:
         cat, what = cls
         own = global_rank(job, ev)
         named = fail_ranks(job, ev)
+        if named == [None] and ev.kind == "timer_reaped":
+            continue  # a pid no line ties to a rank: the rank it killed goes silent, and is found so
         if named == [None] and cat == "config":  # a store client no prefix names: its start-up line may
             client = store_client_rank(job, ev)
             named = [client if client is not None else store_host_rank(job, ev)]  # (or the store's host: its table)

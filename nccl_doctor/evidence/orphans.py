@@ -11,6 +11,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from ..model import JobModel
+from .exits import started_rank
 from .facts import first_ts, int_in
 
 if TYPE_CHECKING:
@@ -31,6 +32,16 @@ def _reported_worker(job: JobModel, report) -> int | None:
     return int_in(near[-1].get("rank")) if near else None
 
 
+def _started_as(job: JobModel, report):
+    """The job script's line that names the pid of bash's report with a rank ("launched rank 3 pid 18886",
+    "rank 1 (pid 7839) exited with status 152"), when it names that pid with one rank only."""
+    pid = int_in(report.get("pid")) if report.kind == "shell_job_died" else None
+    if pid is None or started_rank(job, pid, report.file) is None:
+        return None
+    return next((e for e in job.by_kind("worker_started", "worker_exit") if int_in(e.get("pid")) == pid
+                 and int_in(e.get("who", e.get("who2"))) == started_rank(job, pid, report.file)), None)
+
+
 def name_the_erring_child(job: JobModel, out: list[Failure], echo_ranks: set[int], timed_out: bool,
                            timed: set[int]) -> list[Failure]:
     """A DeepSpeed launcher's exit report names its node, not the child (see ds_exit): when exactly
@@ -49,6 +60,16 @@ def name_the_erring_child(job: JobModel, out: list[Failure], echo_ranks: set[int
         if about is not None and about not in own:  # Ray's report says whose process it was
             f.rank, f.state = about, job.known_ranks().get(about)
             f.what = f.what.replace("; which one Ray's line does not say", "")
+            continue
+        named = _started_as(job, f.events[0])
+        if named is not None:
+            # the job script's own line ties the pid bash names to a rank ("rank 1 (pid 7839) exited ..."),
+            # whose exit status that line may report too: bash's word says which signal it was
+            rank = int_in(named.get("who", named.get("who2")))
+            f.rank, f.state = rank, job.known_ranks().get(rank)
+            f.what = f.what.replace("; which rank it does not say", f"; the job script's own line gives that pid to rank {rank}")
+            if named.kind == "worker_started":  # (an exit report of that rank is its own failure: merged with this)
+                f.events = [*f.events, named]
             continue
         node = [st for st in job.ranks if st.rank is not None and (st.host == f.host if f.host else True)]
         if not f.host and len({st.host for st in node}) > 1:

@@ -65,6 +65,8 @@ def _marker_generation(ev: Event, current: int, numbered_job: bool) -> int | Non
 
 #: The kinds that start a generation, or whose line tells one ended.
 _GENERATION_KINDS = ("elastic_restart", "elastic_rdzv", "elastic_attempt", "elastic_failed", "elastic_group_failed")
+#: Headers of one host's block in a file holding several hosts' output one after the other.
+_HOST_BLOCKS = ("dshbak_header", "pssh_header")
 
 
 def segment_restarts(job: JobModel) -> Restarts:
@@ -100,6 +102,8 @@ def segment_restarts(job: JobModel) -> Restarts:
                 started = gen  # the first line of torchrun's attempt_<k> log folder
             if ev.kind == "elastic_failed":
                 agent_failed = True
+            elif ev.kind in _HOST_BLOCKS:
+                agent_failed = False  # another host's block (dshbak, pssh -i): its workers, not a new attempt
             elif agent_failed and started is None and ev.kind in _WORKER_START:
                 # torchrun logs "will restart worker group" at INFO only: the workers writing again
                 # after the agent reported one failed is the restart (the table ends the last attempt).

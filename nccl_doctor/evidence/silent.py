@@ -199,7 +199,7 @@ def _point_at_stacks(s: Suspect, suspects: int, job: JobModel) -> None:
     dump = stacks.own_dump(s.state)
     if dump is not None:
         main = stacks.main_thread(dump)
-        s.reason += f"; its own stack dump (faulthandler{after}) shows it {stacks.where(dump)}"
+        s.reason += f"; its own stack dump ({stacks.tool(dump)}{after}) shows it {stacks.where(dump)}"
         s.events = [main, *[e for e in s.events if e is not main]]
     elif heads:  # the header alone: the frames were not read (interleaved with another dump)
         s.reason += f"; its own stack dump (faulthandler{after}) shows where it was stuck"
@@ -207,7 +207,7 @@ def _point_at_stacks(s: Suspect, suspects: int, job: JobModel) -> None:
     elif suspects == 1 and (odd := stacks.odd_loose_dump(job)) is not None:
         main = stacks.main_thread(odd)
         n = len(stacks.loose_dumps(job))
-        s.reason += (f"; of the {n} stack dumps in {os.path.basename(main.file)} (faulthandler; they name no rank), "
+        s.reason += (f"; of the {n} stack dumps in {os.path.basename(main.file)} ({stacks.tool(odd)}; they name no rank), "
                      f"one process's were not waiting in a collective: it was {stacks.where(odd)}, most likely "
                      "this rank")
         s.events = [*s.events, main]

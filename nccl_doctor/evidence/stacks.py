@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import dataclass
 
 from ..events import Event
@@ -21,7 +22,18 @@ from ..model import JobModel, RankState
 from .facts import _per_job
 
 _FRAME = re.compile(r'File "(?P<path>[^"\n]{1,4096})", line (?P<line>\d{1,9}) in (?P<func>\S{1,256})')
+#: py-spy's frame: "push_metrics (train.py:213)" (its path shortened to the module's place on sys.path);
+#: a native one (--native: "clock_nanosleep (libc.so.6)", "sock_accept (socketmodule.c:2759)") is no Python frame.
+_SPY_FRAME = re.compile(r"(?:^| \| )(?P<func>[^\s|]{1,256}) \((?P<path>[^\s():|]{1,4096}\.py):(?P<line>\d{1,9})\)")
 _LIBRARY = re.compile(r"/(?:site|dist)-packages/|/lib/python\d\.\d{1,2}/|^<")
+#: Top-level packages of a py-spy path that are libraries, not the job's code (py-spy prints
+#: "torch/distributed/distributed_c10d.py", "threading.py": no site-packages to tell them by).
+_LIBRARIES = frozenset(sys.stdlib_module_names) | frozenset((
+    "torch", "numpy", "deepspeed", "transformers", "accelerate", "lightning", "pytorch_lightning", "lightning_fabric",
+    "megatron", "apex", "tqdm", "ray", "triton", "datasets", "safetensors", "fairscale", "timm", "mmengine", "hydra",
+    "omegaconf", "loguru", "rich", "urllib3", "requests", "wandb", "tensorboard", "fsspec", "filelock", "torchvision",
+    "torchaudio", "torchtitan", "horovod", "pandas", "scipy", "sklearn", "h5py", "pyarrow", "zmq", "grpc", "google",
+    "absl", "psutil", "setuptools", "pkg_resources", "vllm", "submitit", "fairseq", "webdataset", "boto3", "botocore"))
 #: torch's collectives live here: a thread in it waits for its peers.
 _COLLECTIVES = "/torch/distributed/"
 #: Threads named in a description besides the main one, at most.
@@ -36,16 +48,26 @@ class Frame:
 
     @property
     def library(self) -> bool:
-        return _LIBRARY.search(self.path.replace("\\", "/")) is not None
+        path = self.path.replace("\\", "/")
+        if _LIBRARY.search(path) is not None:
+            return True
+        # py-spy's path relative to sys.path: its first part is the module's top-level package
+        return not path.startswith("/") and path.split("/", 1)[0].removesuffix(".py") in _LIBRARIES
 
     def __str__(self) -> str:
         return f"{self.func} ({os.path.basename(self.path)}:{self.line})"
 
 
 def frames(ev: Event) -> list[Frame]:
-    """The frames of one ``py_stack`` event, innermost first."""
+    """The frames of one ``py_stack`` event (faulthandler's or py-spy's), innermost first."""
+    rx = _SPY_FRAME if ev.get("state") is not None else _FRAME
     return [Frame(m.group("path"), int(m.group("line")), m.group("func"))
-            for m in _FRAME.finditer(str(ev.get("frames") or ""))]
+            for m in rx.finditer(str(ev.get("frames") or ""))]
+
+
+def tool(dump: list[Event]) -> str:
+    """Which tool took the dump, for the reader: py-spy (from outside) or faulthandler (the process itself)."""
+    return "py-spy" if dump and dump[0].get("state") is not None else "faulthandler"
 
 
 def dumps_of(events: list[Event]) -> list[list[Event]]:
@@ -55,11 +77,13 @@ def dumps_of(events: list[Event]) -> list[list[Event]]:
     out: list[list[Event]] = []
     end = None  # (file, line) where the current dump's last thread ended
     for ev in events:
-        if ev.kind == "py_stack_timeout":
+        if ev.kind in ("py_stack_timeout", "pyspy_process"):
             end = None
             out.append([])
         elif ev.kind == "py_stack":
-            if end is None or end[0] != ev.file or ev.line > end[1] + 2:  # (a blank line between threads)
+            # (a blank line between threads; py-spy's threads follow each other, --locals lines between frames)
+            spy = ev.get("state") is not None and out and out[-1] and out[-1][-1].get("state") is not None
+            if end is None or end[0] != ev.file or (ev.line > end[1] + 2 and not spy):
                 if not out or out[-1]:
                     out.append([])
             out[-1].append(ev)
@@ -84,11 +108,12 @@ def main_thread(dump: list[Event]) -> Event:
     hit, or the one a SIGUSR1 dump ran in), else the one that runs the script (its outermost frame
     is ``<module>``), else the last listed (faulthandler lists the newest thread first)."""
     return next((t for t in dump if t.get("current") == "Current thread" and frames(t)), None) \
-        or next((t for t in dump if (fs := frames(t)) and fs[-1].func == "<module>"), dump[-1])
+        or next((t for t in dump if (fs := frames(t)) and fs[-1].func == "<module>"), None) \
+        or next((t for t in dump if t.get("thread") == "MainThread"), dump[-1])
 
 
 def in_collective(dump: list[Event]) -> bool:
-    return any(_COLLECTIVES in f.path.replace("\\", "/") for f in frames(main_thread(dump))[:3])
+    return any(_COLLECTIVES in "/" + f.path.replace("\\", "/") for f in frames(main_thread(dump))[:3])
 
 
 def where(dump: list[Event], others_too: bool = True) -> str:

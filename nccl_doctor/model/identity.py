@@ -27,6 +27,7 @@ from .relays import (
     logged_tracebacks,
     loguru_relayed,
     pssh_blocks,
+    pyspy_relayed,
     relaying_streams,
     rpc_relayed,
     spawn_relayed,
@@ -155,6 +156,7 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
     agent_tracebacks(events)
     spawn_relayed(events)
     loguru_relayed(events)
+    pyspy_relayed(events)
     logged_tracebacks(events)
     checkpoint_relayed(events)
     rpc_relayed(events)

@@ -13,7 +13,12 @@ def rank_last_line(p: Proc, last_by_file: dict[str, dict], shared: set[str] = fr
                    agent_files: set[str] = frozenset()) -> LastLine | None:
     """``agent_files``: files a launcher's agent wrote into too (torchrun's lines in a console)."""
     cands: list[LastLine] = []
+    # A file holding nothing of the rank's but stack dumps (py-spy's, taken from outside) is no output
+    # of its: its last line says where the dump ended, not how far the rank got.
+    written = {e.file for e in p.events if e.kind not in _DUMP_KINDS}
     for fpath in p.files:
+        if written and fpath not in written:
+            continue
         ll = last_by_file.get(fpath) or {}
         keys = []
         if p.host is not None and p.pid is not None:
@@ -43,6 +48,9 @@ def rank_last_line(p: Proc, last_by_file: dict[str, dict], shared: set[str] = fr
     newest = _current_rotations(cands)
     return max(newest, key=lambda c: (c.ts or 0, c.line))
 
+
+#: The kinds of a stack dump's lines.
+_DUMP_KINDS = frozenset(("py_stack", "pyspy_process", "py_stack_timeout", "stack_frame_collective"))
 
 #: logrotate's numbered copies: ``x.log.1``, ``x.log.2.gz`` (the higher the number, the older).
 _ROTATED = re.compile(r"(.+)\.([1-9][0-9]{0,3})(?:\.(?:gz|zst|xz|bz2))?")

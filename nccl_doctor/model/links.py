@@ -259,7 +259,7 @@ def shared_local_labels(events: list[Event]) -> set[tuple[str, int]]:
 #: Kinds that only a launcher, a scheduler or a driver writes (about its workers): a file holding one is
 #: theirs too, and its lines that name nobody may be theirs.
 _NOT_A_WORKER = ("elastic_", "slurm_", "mp_spawn", "ds_exit", "mpi_abort", "ray_", "shell_job", "worker_exit",
-                 "worker_mem_kill", "unit_exit")
+                 "worker_mem_kill", "unit_exit", "timer_reaped")
 
 
 def _link_one_rank_files(events: list[Event], uf: _Union) -> None:

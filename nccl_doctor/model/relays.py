@@ -98,6 +98,27 @@ def loguru_relayed(events: list[Event]) -> None:
                 relaying = None
 
 
+def pyspy_relayed(events: list[Event]) -> None:
+    """py-spy heads each dump with the process it read ("Process 604: python train.py"): where torchrun's
+    failure table names that pid's rank, the dump's threads (up to the next such head in the file) are
+    that rank's, whatever file they were saved in (one file of every rank's dumps, one named by pid)."""
+    heads = [ev for ev in events if ev.kind == "pyspy_process"]
+    if not heads:
+        return
+    pid_ranks = table_pid_ranks(events)
+    files = {ev.file for ev in heads}
+    relaying: tuple[str, int] | None = None
+    for ev in events:
+        if ev.file not in files:
+            continue
+        if ev.kind == "pyspy_process":
+            ranks = pid_ranks.get(ev.get("dumped_pid"), set())
+            relaying = (ev.file, next(iter(ranks))) if len(ranks) == 1 and ev.rank is None else None
+        if relaying is not None and ev.kind in ("pyspy_process", "py_stack", "stack_frame_collective") \
+                and ev.rank is None and ev.local_rank is None:
+            ev.rank = relaying[1]
+
+
 def logged_tracebacks(events: list[Event]) -> None:
     """``log.exception(...)`` / ``log.critical(..., exc_info=True)``: logging writes the record and the
     traceback below it in one write, and the traceback carries no prefix of its own (torch's ``[rankN]:``
@@ -244,11 +265,20 @@ def relaying_streams(events: list[Event]) -> set[tuple[str, int]]:
     return {k for k, ranks in seen.items() if len(ranks) > 1}
 
 
+#: A block header naming no one host: dshbak -c's range of hosts whose output was the same
+#: ("node[1-2]", "a,b"), pdsh's own lines ("pdsh@login01").
+_NOT_ONE_HOST = re.compile(r"[\[\],@]")
+
+
 def pssh_blocks(events: list[Event]) -> None:
     """Lines after pssh's "[1] 03:45:21 [FAILURE] node02 ..." header are that host's, up to the next
-    header (pssh -i prints each host's output as one block when the host is done)."""
+    header (pssh -i prints each host's output as one block when the host is done); so are the lines
+    under dshbak's header of a host (pdsh's output grouped by host)."""
     heads = _headers(events, "pssh_header", "host")
+    for file, marks in _headers(events, "dshbak_header", "host").items():
+        # (a range or pdsh's own block ends the host before it, and names no host)
+        heads[file] = sorted([*heads.get(file, []), *((line, "" if _NOT_ONE_HOST.search(h) else h) for line, h in marks)])
     if heads:
         for ev in events:
-            if ev.host is None and ev.kind != "pssh_header" and (host := _under(heads, ev)) is not None:
+            if ev.host is None and ev.kind not in ("pssh_header", "dshbak_header") and (host := _under(heads, ev)):
                 ev.host = host

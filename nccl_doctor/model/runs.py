@@ -206,9 +206,17 @@ def _last_rerun(events: list) -> int:
         if e.fields.get("root_cause"):  # (the root cause closes a table: torchrun prints it last)
             tables.append((e.line, rows, len(agents) == 1))
             rows = set()
+    # A file of per-host blocks (pdsh's output sorted by dshbak, pssh -i): a block after the table's is
+    # another host's output, never a later run.
+    blocks = [e.line for e in events if e.kind in _HOST_BLOCKS]
     cut = 0
     for last, ranks, one_agent in tables:
-        if ranks and any(e.kind in _PROGRESS and e.line > last and (
+        end = min((b for b in blocks if b > last), default=None)
+        if ranks and any(e.kind in _PROGRESS and e.line > last and (end is None or e.line < end) and (
                 e.rank in ranks or (one_agent and e.rank is None and e.kind == "rank_world")) for e in events):
             cut = last
     return cut
+
+
+#: Headers of one host's block in a file that holds several hosts' output one after the other.
+_HOST_BLOCKS = frozenset(("dshbak_header", "pssh_header"))
