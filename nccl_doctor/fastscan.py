@@ -46,6 +46,10 @@ EXACT_MEMO_MAX = 20_000
 RUN_MAX = 1 << 16
 #: Run plans kept per process (each holds a compiled regex): bounded whatever the input.
 RUN_PLANS_MAX = 4096
+#: Records whose match is memoised (their text at most this long), and how many are kept per process.
+RECORD_MEMO_TEXT = 1024
+RECORD_MEMO_MAX = 20_000
+_UNSEEN = object()
 #: The fields a record's time is read from (timeparse.event_time): a shape run's lines have none.
 _TIME_FIELDS = frozenset(("ts", "mmdd", "hms", "hvdtime", "mdyts"))
 
@@ -61,6 +65,8 @@ class FastScanner(Scanner):
         fs = self.formats
         self._match = fs.match
         self._memo: dict = {}  # digit shape -> match spans
+        self._records: dict = {}  # record text -> match_record's answer (see _match_record)
+        self._multi: dict = {}  # hits of candidates of several formats -> all digit-blind (_fast_match_formats)
         self._exact: dict = {}  # exact text -> match fields
         # hits -> (format, every candidate needs its prefix, every candidate digit-blind) when all
         # candidates of those literals are of one format, else False (matched without the memo)
@@ -84,12 +90,22 @@ class FastScanner(Scanner):
         call over the record instead of a literal scan over its digit shape (two regex passes,
         the costliest part of a long C++ stack line). The answer is the same: FormatSet.match
         checks every candidate's literal in the record either way."""
-        if hits is None:
+        if hits is not None:
+            return self._match(record, hits)
+        # The answer depends on the text alone: records repeat across a job's files (a C++ frame line,
+        # a failure table's rows, the lines a hard-wrap check looks at around them), so it is memoised.
+        known = self._records.get(record, _UNSEEN)
+        if known is _UNSEEN:
             hits = self.prefilter.literals_in(record.encode("utf-8", "surrogatepass"))
             repeat = [lit for lit in self._repeat_literals if lit in record]
             if repeat:  # (not in the prefilter: see Scanner.__init__)
                 hits = hits.union(repeat)
-        return self._match(record, hits)
+            known = self._match(record, hits)
+            if len(record) <= RECORD_MEMO_TEXT:
+                if len(self._records) >= RECORD_MEMO_MAX:
+                    self._records.clear()
+                self._records[record] = known
+        return None if known is None else (known[0], dict(known[1]))  # (a copy: events take fields out)
 
     def _candidate_spans(self, chunk: bytes, base_line: int, out: FileScan) -> list:
         """As the general path's, but the lines of the repetitive families get their literal sets
@@ -247,7 +263,7 @@ class FastScanner(Scanner):
         if plan is None:
             plan = self._plans[hits] = self._plan(hits)
         if plan is False:
-            return self._match(text, hits)
+            return self._fast_match_formats(text, raw, hits)
         fs = self.formats
         fmt, prefix_required, blind = plan
         head = fs._header(fmt, text)
@@ -274,6 +290,52 @@ class FastScanner(Scanner):
                 return None
             idx, groups = hit
         return self._fields(idx, groups, hnames, hvalues)
+
+    def _fast_match_formats(self, text: str, raw: bytes, hits: frozenset) -> tuple[str, dict] | None:
+        """``FormatSet.match(text, hits)`` where the candidates belong to several formats (NCCL's and
+        torch's patterns of one literal): memoised on the record's digit shape when every candidate and
+        every line prefix of their formats is digit-blind (then the pattern that wins, its prefix's end
+        and its groups' spans are the same for every record of that shape), else matched as is."""
+        blind = self._multi.get(hits)
+        if blind is None:
+            fs = self.formats
+            cand = fs._hit_candidates(hits)
+            blind = self._multi[hits] = all(self._blind[i] and self._blind_heads[fs.patterns[i].format] for i in cand)
+        if not blind:
+            return self._match(text, hits)
+        hit = self._memoised(self._memo, MEMO_MAX, (hits, None, raw[len(raw) - len(text):].translate(DIGIT_SHAPE)),
+                             self._spans_across, text, hits)
+        if hit is False:
+            return None
+        idx, headed, spans = hit
+        hnames: tuple = ()
+        hvalues: tuple = ()
+        start = 0
+        if headed:
+            start, hnames, hvalues = self.formats._header(self.formats.patterns[idx].format, text)
+        rest = text[start:] if start else text
+        return self._fields(idx, field_dict((name, rest[a:b], is_int) for name, is_int, a, b in spans), hnames, hvalues)
+
+    def _spans_across(self, text: str, hits: frozenset):
+        """(pattern index, whether its format's prefix was read, (name, is_int, start, end) of its groups
+        in the text after the prefix) of the pattern FormatSet.match would take, or False: its loop."""
+        fs = self.formats
+        headers: dict = {}
+        for idx in fs._hit_candidates(hits):
+            pat = fs.patterns[idx]
+            if not any(lit in text for lit in pat.contains):
+                continue
+            name = pat.format
+            head = headers[name] if name in headers else headers.setdefault(name, fs._header(name, text))
+            if head is None and fs._plans[idx].prefix_required:
+                continue
+            start = head[0] if head is not None else 0
+            m = pat.regex.search(text[start:] if start else text)
+            if m is None:
+                continue
+            return idx, head is not None, tuple((gname, is_int, *m.span(g)) for gname, is_int, g in self._groups[idx]
+                                                if m.start(g) >= 0)
+        return False
 
     def _fields(self, idx: int, groups: dict, hnames: tuple = (), hvalues: tuple = ()) -> tuple[str, dict]:
         """The kind and fields of a record matched by pattern ``idx``, as FormatSet.match builds them:

@@ -41,9 +41,11 @@ class FileScan:
     #: The file's first bytes look like a document (a flight-recorder dump, an ncclras JSON report):
     #: not scanned; the caller that asked (``scan(f, documents=...)``) reads it as one.
     document: bool = False
-    #: The file lists its lines newest first (see reading.newest_first) and was read oldest first: its
-    #: number of lines (event line ``i`` is the file's line ``n + 1 - i`` until model.order restores it).
-    flipped: int = 0
+    #: The file was read in another order than its lines: newest first (see reading.newest_first), read
+    #: oldest first: its number of lines (event line ``i`` is the file's line ``n + 1 - i``); a search
+    #: UI's CSV export read as records (csvexport): the file line of each record line read (event line
+    #: ``i`` is the file's line ``flipped[i - 1]``), until model.order restores the file's numbers.
+    flipped: int | list[int] = 0
     capper: EventCap | None = None  # while scanning only
 
     @property

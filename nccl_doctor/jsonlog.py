@@ -87,7 +87,9 @@ def _last_line(exc) -> str:
 #: Launcher names a structured record is stripped as (its text is not its line: see scanner, fastscan).
 RECORD_LAUNCHERS = ("json_record", "logfmt_record")
 #: One logfmt pair: a key, then a bare value or a quoted one with backslash escapes (linear: no nesting).
-_PAIR = re.compile(r'([A-Za-z_@][\w.@-]{0,63})=("(?:[^"\\\n]|\\.){0,4000}"|[^\s"]{0,4000})(?:\s+|$)')
+#: structlog's KeyValueRenderer quotes as Python's repr does: 'text', its newlines as \n.
+_PAIR = re.compile(r'([A-Za-z_@][\w.@-]{0,63})=("(?:[^"\\\n]|\\.){0,4000}"|\'(?:[^\'\\\n]|\\.){0,65536}\'|[^\s"\']{0,4000})(?:\s+|$)')
+_REPR_ESCAPES = {"n": "\n", "t": "\t", "r": "\r"}
 #: What a logfmt line starts with: a key and its "=" (the gate in launchers.py).
 LOGFMT_START = r"[A-Za-z_@][\w.@-]{0,63}=(?=\S)"
 
@@ -106,6 +108,8 @@ def decode_logfmt(text: str) -> tuple[dict, str] | None:
         value = m.group(2)
         if value.startswith('"'):
             value = re.sub(r"\\(.)", r"\1", value[1:-1])
+        elif value.startswith("'"):
+            value = re.sub(r"\\(.)", lambda e: _REPR_ESCAPES.get(e.group(1), e.group(1)), value[1:-1])
         obj.setdefault(m.group(1), value)
         pos = m.end()
     if len(obj) < 3:
@@ -131,6 +135,10 @@ def _shipped_line(obj: dict, msg: str) -> bool:
     Vector's "message" with the "stream" it came from): the line as written, one word included
     ("[1]:" heading torchrun's failure table), not a structured logger's event name."""
     return obj.get("log") is msg or obj.get("stream") in ("stdout", "stderr")
+
+
+#: Keys of a record that count training progress (the event's name then says nothing more).
+_COUNTER_KEYS = frozenset(("step", "iter", "iteration", "global_step"))
 
 
 def _record(obj: dict, rest: str, name: str) -> tuple[dict, str] | None:
@@ -161,8 +169,10 @@ def _record(obj: dict, rest: str, name: str) -> tuple[dict, str] | None:
         exc = _last_line(_lookup(obj, keys["exception"], _last_line)) \
             or (_last_line(msg) if "Traceback (most recent call last)" in msg[-64 * 1024:] else "")
         body = exc or (f"ERROR: {body}" if body else "")
-    elif " " not in body and not _shipped_line(obj, msg):
+    elif (" " not in body or (_COUNTER_KEYS.intersection(obj) and not any(c.isdigit() for c in body))) \
+            and not _shipped_line(obj, msg):
         # One word is an event's name ('"event": "step", "iter": 12, "loss": 2.09'), not what it
-        # says: the patterns read the object's own keys, as in a line (training.toml's JSON counter).
+        # says: the patterns read the object's own keys, as in a line (training.toml's JSON counter);
+        # so is a name with no number beside a counter of its own ("event='train step' step=6").
         body = rest
     return fields, body

@@ -15,6 +15,8 @@ import sys
 from collections.abc import Iterator
 from typing import BinaryIO
 
+from .csvexport import CSV_MAX, export_header, export_records
+
 CHUNK = 8 << 20
 MAX_LINE = 64 << 10
 
@@ -132,9 +134,14 @@ def oldest_first(data: bytes) -> tuple[bytes, int]:
     return b"\n".join(reversed(lines)) + b"\n", len(lines)
 
 
-def oldest_first_stream(fp: BinaryIO, size: int, probe: int = 8192) -> tuple[BinaryIO, int]:
+def oldest_first_stream(fp: BinaryIO, size: int, probe: int = 8192) -> tuple[BinaryIO, int | list[int]]:
     """The stream to scan a plain file from, and 0; or, for a newest-first file of at most REVERSE_MAX
-    bytes, its lines turned round in memory and its number of lines (see ``newest_first``)."""
+    bytes, its lines turned round in memory and its number of lines (see ``newest_first``); or, for a
+    search UI's CSV export, its rows as records and the file line of each (see ``csvexport``)."""
+    if is_plain(fp) and size <= CSV_MAX and export_header(fp.peek(probe)) is not None:
+        data = fp.read()
+        records = export_records(data)
+        return (io.BytesIO(data), 0) if records is None else (io.BytesIO(records[0]), records[1])
     if not is_plain(fp) or size > REVERSE_MAX or not newest_first(fp.peek(probe), fp.tail(probe)):
         return fp, 0
     data, n = oldest_first(fp.read())

@@ -54,6 +54,10 @@ _HEADER = ("host", "pid", "cuda_dev")
 _CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
+#: What a rule line (a table's border) is drawn with.
+_RULE_CHARS = "-=_*#~+"
+
+
 class Scanner:
     """Compiled once per process: formats, the prefilter over their literals, launcher prefixes."""
 
@@ -293,6 +297,8 @@ class Scanner:
         def line_at(start: int, end: int) -> tuple[dict, str]:
             return stripper.strip(clean_line(chunk[start:end]))
 
+        if not rec.strip().strip(_RULE_CHARS):
+            return None, rec  # a rule of dashes (a table's border, dshbak's header) is no piece of a record
         parts = [rec.strip()]
         if is_continuation(rec) and not labelled:  # a line with a launcher label starts a record
             p_end = s - 1

@@ -191,17 +191,6 @@ KNOWN_WRONG = {
     "t151_skip_mismatch_r2_w4_tee": "rank 2 caught a decode error and skipped step 12 (its WARNING names 'rank 2' "
                                     "only in the message, no tag); three steps later gloo aborts rank 2 itself: the "
                                     "lone skip warning is not tied to its rank, so the desync names no one",
-    "t153_raise_r0_w3_kibana_csv_multiline": "a Kibana CSV export (newest first, each traceback one quoted "
-                                             "multi-line cell): CSV exports are not read as records, so rank 0's "
-                                             "own IndexError inside a quoted cell is missed and only the others' "
-                                             "lost connections remain",
-    "t153_raise_r2_w4_kibana_csv_rows": "a Kibana CSV export, one row per line ('\"Nov 28, 2026 @ 04:32:11.972\","
-                                        "\"<pod>\",stderr,\"[rank2]: ...\"'): CSV exports are not read as "
-                                        "records, so nothing in it is recognised",
-    "t156_raise_r2_w3_pid_tee3": "every rank's metrics shipper logs the same handled URLError with its traceback "
-                                 "('failed after 3 attempts; keeping 5 points for the next flush') all run long; "
-                                 "rank 0's first one is taken for its own failure although every rank logged it "
-                                 "alike and went on; rank 2's ValueError (torchrun's root cause) comes later",
     "t75_hang_r3_w4_split": "torchtitan's --local-ranks-filter 0 shows rank 0 alone: it times out in all_gather and "
                             "exits first; ranks 1-3 are all SIGTERMed, so neither the table nor any line tells that "
                             "rank 3 (blocked opening a FIFO) was the one the others waited for",

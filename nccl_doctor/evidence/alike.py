@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from ..events import Event
 from ..model import JobModel
 from .facts import _per_job, owner
 from .failure_record import Failure
@@ -43,6 +44,26 @@ def common_complaints(job: JobModel) -> frozenset[int]:
     return frozenset(out)
 
 
+@_per_job
+def said_by_every_rank(job: JobModel) -> frozenset[str]:
+    """Error signatures (exceptions and logged errors) that every known rank (three at least) wrote: a
+    complaint of the whole job (a shared service down), which tells no rank's own failure apart."""
+    ranks = {st.rank for st in job.ranks if st.rank is not None}
+    if len(ranks) < 3:
+        return frozenset()
+    by_shape: dict[str, set] = defaultdict(set)
+    for ev in job.by_kind("python_exception", "log_error"):
+        st = owner(job, ev)
+        if st is not None and st.rank is not None:
+            by_shape[error_signature(ev)].add(st.rank)
+    return frozenset(sig for sig, who in by_shape.items() if who == ranks)
+
+
+def everyones(job: JobModel, ev: Event) -> bool:
+    """An exception or logged error that every known rank wrote alike (see alike.said_by_every_rank)."""
+    return ev.kind in ("python_exception", "log_error") and error_signature(ev) in said_by_every_rank(job)
+
+
 def without_common_complaints(job: JobModel, out: list[Failure], reports: tuple[str, ...]) -> list[Failure]:
     """``out`` without the failures whose own lines (not a launcher's ``reports`` of their exit) are
     all such complaints."""
@@ -68,6 +89,9 @@ def mesh_never_formed(job: JobModel) -> list[Failure]:
     world = job.ranks_expected
     said = [e for e in job.by_kind("python_exception") if _MESH in e.text]
     rows = {r: e for e in job.by_kind("elastic_cfe") if isinstance(r := e.get("rank"), int)}
+    if not rows:  # a launcher of the job's own, by index: "rank 2 (pid 23861) exited with status 1"
+        rows = {r: e for e in job.by_kind("worker_exit") if str(e.get("word") or "").lower() == "rank"
+                and isinstance(r := e.get("who"), int)}
     if world is None or world < 2 or len(said) < world or set(rows) != set(range(world)):
         return []
     known = job.known_ranks()

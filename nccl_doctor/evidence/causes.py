@@ -105,6 +105,10 @@ _REPORTS = ("elastic_cfe", "elastic_failed", "slurm_task_exit", "mp_spawn_failed
             "timer_reaped")
 
 
+#: An exit report that names the process by pid after what it is, and that is none of the job's
+#: workers: "log writer pid 20270 exited with code -9", "uploader pid 88 died".
+_HELPER_PID = re.compile(r"\b(?:writer|logger|uploader|listener|monitor|watcher|helper|daemon|collector|shipper|exporter"
+                         r"|prefetcher|server|janitor|cleaner|reaper)(?: process)? (?:pid|PID)[ #=:]?\d")
 #: A failure table's traceback field that holds an exception (torchrun @record), not a signal note.
 _TABLE_EXCEPTION = re.compile(r"^(?:[A-Za-z_]\w{0,64}\.){0,8}[A-Za-z_]\w{0,64}(?:Error|Exception|Exit|Interrupt)\b")
 
@@ -277,6 +281,8 @@ def _classify_exit(ev: Event, job_timed_out: bool) -> tuple[str, str] | None:
     if k == "worker_mem_kill":
         return "oom", f"its launcher killed it for its memory: {ev.text.strip()}"[:200]
     if k == "worker_exit":
+        if _HELPER_PID.search(ev.text) is not None:
+            return None  # a helper process of the job's own (its log writer, an uploader), not a rank
         code = worker_exit_code(ev)
         if _exit_is_consequence(code, None, job_timed_out) is not False:
             return None

@@ -20,7 +20,7 @@ from collections import defaultdict
 from ..events import Event
 from ..model import JobModel
 from .accused import accused_failures
-from .alike import mesh_never_formed, without_common_complaints
+from .alike import everyones, mesh_never_formed, without_common_complaints
 from .causes import _PEER_GONE, _REPORTS, CAUSE_KINDS, NETWORK_KINDS, classify
 from .dumps import dump_facts
 from .exits import (
@@ -54,7 +54,7 @@ from .numerics import spread_failures
 from .oddsetting import set_otherwise
 from .orphans import name_the_erring_child, pair_loose_traceback
 from .outside import agent_signals, launcher_killed
-from .recovery import before_clean_restart, trained_on
+from .recovery import before_clean_restart, trained_between, trained_on
 from .rendezvous import (
     is_wrapper_echo,
     node_name,
@@ -216,7 +216,8 @@ def _exits_together(job: JobModel) -> list[Failure]:
 def _store_waits(job: JobModel) -> bool:
     """Some rank gave up waiting at a key-value store (a key, or the clients that never joined)."""
     return bool(job.by_kind("torch_store_timeout")) or any(
-        "DistStoreError" in str(e.get("exc_type") or "") for e in job.by_kind("python_exception"))
+        "DistStoreError" in str(e.get("exc_type") or "") or str(e.get("msg") or "").strip() == "Wait timeout"
+        for e in job.by_kind("python_exception"))  # (a FileStore's wait: "RuntimeError: Wait timeout")
 
 
 def _handled_failures(job: JobModel, caught_errors: list[Event], out: list[Failure]) -> list[Failure]:
@@ -259,6 +260,7 @@ def failures(job: JobModel) -> list[Failure]:
     echo = _echo_only(job, job_timed_out, timed)
     merged: dict[tuple, Failure] = {}
     caught_errors: list[Event] = []  # (not ``handled``: that is tracebacks.handled, read above)
+    said_by: dict[int, Event] = {}  # id(failure) -> the line its ``what`` comes from, when not its first
     for ev in job.by_kind(*CAUSE_KINDS, "torch_store_timeout"):
         st = owner(job, ev)
         if ev.kind == "log_error" and st is None and ev.rank is None and ev.file not in _reporting_files(job):
@@ -308,10 +310,15 @@ def failures(job: JobModel) -> list[Failure]:
                 merged[key] = Failure(rank=rank, state=rst, host=host, category=cat, what=what, events=[ev])
                 continue
             f.host = f.host or host
+            told = said_by[id(f)] if id(f) in said_by else f.events[0]
             if _SPECIFIC.get(ev.kind, 4) < min(_SPECIFIC.get(e.kind, 4) for e in f.events) \
                     or any(_original_of(w, ev) for w in f.events) or _gathered(f.events[0], ev) \
-                    or _bare_reset(f.events[0], ev):
-                f.category, f.what = cat, what  # a more specific line of the same failure
+                    or _bare_reset(f.events[0], ev) or (everyones(job, told) and not everyones(job, ev) and rst is not None
+                           and trained_between(rst, told, ev)):
+                # a more specific line of the same failure; or its own error after one every rank wrote
+                # and it trained on after (a job-wide complaint it lived with)
+                f.category, f.what = cat, what
+                said_by[id(f)] = ev
             f.events.append(ev)
     out = list(merged.values())
     if not (job_timed_out or echo[0] or job.by_kind(*_REPORTS)):
@@ -344,8 +351,8 @@ def failures(job: JobModel) -> list[Failure]:
     out += _handled_failures(job, caught_errors, out)
     out = spread_failures(job, out)  # (ranks failing alike on one rank's NaN: evidence.numerics)
     out = accused_failures(job, out)  # (ranks failing alike, each naming one rank's model: evidence.accused)
-    if not out:
-        out += mesh_never_formed(job) or _exits_together(job)  # (every rank alike at start-up: evidence.alike)
+    if not out or all(f.exit_only for f in out):  # (every rank alike at start-up: evidence.alike)
+        out = mesh_never_formed(job) or out or _exits_together(job)
     if not out and job.by_kind(*_REPORTS) and not job_timed_out and _store_waits(job):
         # every rank failed alike joining a store (a group set up again mid-run), one with other settings
         out += set_otherwise(job)  # (evidence.oddsetting)

@@ -74,6 +74,8 @@ def _writers(job: JobModel) -> dict[int, list[tuple[str, tuple, RankState | None
 #: Clock times and dates inside a line: no setting, and they differ from rank to rank.
 _CLOCK = re.compile(r"\d{4}-\d\d-\d\d|\d{1,2}:\d\d(?::\d\d)?(?:[.,]\d{1,9})?")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
+#: One "key=value" of a call or a record that lists several ("backend=gloo, init_method=file:///x").
+_KV_PAIR = re.compile(r"(?:^|[\s(,])([A-Za-z_][\w.]{0,40})=([^\s,()'\"]{1,200})")
 
 #: Lines compared under one key: the first few a rank printed with it.
 _VALUES = 4
@@ -105,6 +107,10 @@ def _items(job: JobModel, writers: list[tuple[str, tuple, RankState | None]]) ->
                 seen[key] = j = seen.get(key, -1) + 1  # a logger's "name: ..." heads many lines: the j-th
                 if not _NATURAL_KEY.search(key) and j < _VALUES:
                     out.setdefault(("kv", key, j), (kv[1], f, line, text))
+            for m in _KV_PAIR.finditer(text):  # "init_process_group(backend=gloo, init_method=file:///x, ...)"
+                key = _DIGITS.sub("#", m.group(1).lower())
+                if not _NATURAL_KEY.search(key) and (kv is None or m.group(1) not in kv[0]):
+                    out.setdefault(("kv", key, 0), (m.group(2), f, line, text))
             bare = _CLOCK.sub(" ", text)
             shape = _NUMBER.sub("#", bare)
             if "#" in shape:

@@ -114,3 +114,12 @@ def _thread_starved(job: JobModel, f: Failure) -> bool:
         return False
     waited = {r.rank for pt in timeouts_by_pg(job).values() for r in pt.reports}
     return bool(waited) and f.rank not in waited
+
+
+def trained_between(st, before: Event, after: Event) -> bool:
+    """The rank printed a step of its own between two of its error lines (of one file): it went on
+    after the first, which did not stop it."""
+    if before.file != after.file:
+        return False
+    lo, hi = before.line, after.line
+    return any(e.kind == "train_step" and e.file == before.file and lo < e.line < hi for e in st.events)

@@ -57,13 +57,16 @@ def _handled_starts(job: JobModel) -> dict[str, list[int]]:
     out: dict[str, list[int]] = defaultdict(list)
     starts = traceback_starts(job)
     heads = job.by_kind("traceback_start")
+    claimed: set[int] = set()
     for ev in job.by_kind("log_error", "log_carry_on"):
         if ev.get("carry") == "Logging error":
             # logging's own report: its traceback is the next one of the same writer, whatever other
-            # writers' lines came in between (a console several ranks share)
-            nxt = next((h for h in heads if h.file == ev.file and 0 < h.line - ev.line <= 400
+            # writers' lines came in between (a console several ranks share); two reports written at
+            # once ("--- Logging error ---" twice, then two tracebacks) each head their own
+            nxt = next((h for h in heads if h.file == ev.file and 0 < h.line - ev.line <= 400 and id(h) not in claimed
                         and (h.rank, h.local_rank) == (ev.rank, ev.local_rank)), None)
             if nxt is not None:
+                claimed.add(id(nxt))
                 out[ev.file].append(nxt.line)
         elif CARRIES_ON.search(str(ev.get("msg") or ev.text)):
             for k in (1, 2, 3):

@@ -20,18 +20,7 @@ from functools import lru_cache
 
 from ..events import Event, by_place
 from .links import _Union, link_launcher_maps, shared_local_labels
-from .relays import (
-    agent_tracebacks,
-    checkpoint_relayed,
-    headed_sources,
-    logged_tracebacks,
-    loguru_relayed,
-    pssh_blocks,
-    pyspy_relayed,
-    relaying_streams,
-    rpc_relayed,
-    spawn_relayed,
-)
+from .relays import headed_sources, pssh_blocks, relay_writers, relaying_streams
 
 #: Only explicit words: "worker-1" or "node-3" in a file name is usually a host, not a rank.
 _FILE_RANK = re.compile(r"(?:^|[^a-z])(?:rank|task)[-_.]?(\d{1,7})(?:\D|$)", re.I)
@@ -153,13 +142,7 @@ def _unnamed_class(ev: Event):
 
 def build_processes(events: list[Event], world: int | None) -> list[Proc]:
     """Group events into processes and assign global ranks (see module docstring)."""
-    agent_tracebacks(events)
-    spawn_relayed(events)
-    loguru_relayed(events)
-    pyspy_relayed(events)
-    logged_tracebacks(events)
-    checkpoint_relayed(events)
-    rpc_relayed(events)
+    kinds = relay_writers(events)
     file_procs: dict[str, set] = defaultdict(set)
     file_labels: set[str] = set()
     file_devs: dict[str, set] = defaultdict(set)
@@ -179,8 +162,10 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
     by_writer: dict[tuple, tuple] = {}
     self_local: dict[str, list] = defaultdict(list)  # file -> (event, the local rank its script states)
     relayed = relaying_streams(events)
-    headed_sources(events)
-    pssh_blocks(events)
+    if "file_header" in kinds:
+        headed_sources(events)
+    if "pssh_header" in kinds or "dshbak_header" in kinds:
+        pssh_blocks(events)
     shared_locals = shared_local_labels(events)
     for ev in events:
         sig = (ev.file, ev.host, ev.pid, ev.rank, ev.local_rank, ev.fields.get("launcher_pid"),
@@ -321,8 +306,8 @@ def _merge_same_rank(procs: list[Proc]) -> list[Proc]:
                 if _TRUST.get(p.rank_source or "", 9) > _TRUST.get(located[0].rank_source or "", 9):
                     p.rank, p.rank_source = None, None
             continue
-        if len(located) == 1:
-            target = located[0]
+        if len({p.pid for p in located}) == 1:
+            target = located[0]  # (one pid: one process, whose lines several files hold, rotated parts)
         elif not located:
             # No pid anywhere: the rank's lines under a prefix and its own file's unprefixed lines (a
             # traceback its logger wrote to rank3.log) are one process, the best-sourced one.

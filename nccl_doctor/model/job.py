@@ -121,12 +121,11 @@ class JobModel:
     step_times: list[float] | None = None
     #: file -> its number of lines, for files read in the other order than their lines run (newest
     #: first: see model.order); emptied once their events carry the file's own line numbers.
-    flipped: dict[str, int] = field(default_factory=dict)
+    flipped: dict[str, int | list[int]] = field(default_factory=dict)
 
     def place(self, ev: Event | LastLine) -> str:
         """``file:line`` of an event as the file numbers its lines (what evidence quotes)."""
-        n = self.flipped.get(ev.file)
-        return f"{ev.file}:{n + 1 - ev.line if n else ev.line}"
+        return f"{ev.file}:{file_line(self.flipped.get(ev.file), ev.line)}"
 
     def kinds(self, prefix: str = "") -> list[str]:
         """The kinds of the job's events (those starting with ``prefix``), in order of first event."""
@@ -197,6 +196,15 @@ class JobModel:
             kind, name = _VERSION_LINES[what]
             found = {str(e.get(name)) for e in self.by_kind(kind) if e.get(name)}
         return sorted(found)
+
+
+def file_line(flip: int | list[int] | None, line: int) -> int:
+    """The file's own number of a line read in another order (see FileScan.flipped)."""
+    if not flip:
+        return line
+    if isinstance(flip, int):
+        return flip + 1 - line
+    return flip[line - 1] if 0 < line <= len(flip) else line
 
 
 #: versions() asked for -> (event kind, field) of the lines that state it.

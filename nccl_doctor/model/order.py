@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from .job import JobModel
+from .job import JobModel, file_line
 
 
 def restore(job: JobModel, findings: list[Any] = ()) -> list[str]:
@@ -24,7 +24,7 @@ def restore(job: JobModel, findings: list[Any] = ()) -> list[str]:
         n = flips.get(obj.file)
         if n and id(obj) not in done:
             done.add(id(obj))
-            obj.line = n + 1 - obj.line
+            obj.line = file_line(n, obj.line)
 
     for ev in job.events:
         flip(ev)
@@ -35,10 +35,12 @@ def restore(job: JobModel, findings: list[Any] = ()) -> list[str]:
         if r.last_line is not None:
             flip(r.last_line)
     for f in findings:  # (their evidence is a frozen copy of the events: copied again)
-        f.evidence = [replace(e, line=flips[e.file] + 1 - e.line) if e.file in flips else e for e in f.evidence]
+        f.evidence = [replace(e, line=file_line(flips[e.file], e.line)) if e.file in flips else e for e in f.evidence]
     for path, (first, last, line) in list(job.quiet.items()):
         if path in flips:
-            job.quiet[path] = (first, last, flips[path] + 1 - line)
+            job.quiet[path] = (first, last, file_line(flips[path], line))
     job.flipped = {}
     return [f"{path} lists its lines newest first (as logcli and Grafana export them): it was read oldest "
-            "first; its evidence lines are the file's own" for path in flips]
+            "first; its evidence lines are the file's own" if isinstance(n, int) else
+            f"{path} is a CSV export of log records (a search UI's): each row's message was read as the line "
+            "its pod or host wrote, rows oldest first; its evidence lines are the file's own" for path, n in flips.items()]

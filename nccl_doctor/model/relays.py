@@ -7,9 +7,35 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from collections import defaultdict
+from operator import attrgetter
 
 from ..events import Event, by_place
 from .links import table_pid_ranks
+
+
+def relay_writers(events: list[Event]) -> set[str]:
+    """Every relay below that the job's kinds of lines can involve (a job has millions of events: a
+    relay whose heading kind is absent is not looked for, one pass over the kinds instead of one each).
+    Returns the kinds."""
+    kinds = set(map(_KIND, events))
+    if "python_exception" in kinds and "traceback_start" in kinds:
+        agent_tracebacks(events)
+    if "mp_spawn_failed" in kinds:
+        spawn_relayed(events)
+    if "loguru_caught" in kinds:
+        loguru_relayed(events)
+    if "pyspy_process" in kinds:
+        pyspy_relayed(events)
+    if "log_error" in kinds and "traceback_start" in kinds:
+        logged_tracebacks(events)
+    if "traceback_start" in kinds:
+        checkpoint_relayed(events)
+    if "rpc_remote" in kinds or "python_exception" in kinds:
+        rpc_relayed(events)
+    return kinds
+
+
+_KIND = attrgetter("kind")
 
 
 def spawn_relayed(events: list[Event]) -> None:
@@ -158,7 +184,7 @@ def checkpoint_relayed(events: list[Event]) -> None:
     traceback inside, headed "Traceback (most recent call last): (RANK 2)": that traceback, up to its
     exception line, is rank 2's own, whoever printed it (the CheckpointException line that follows
     names rank 2 too: evidence.exits.fail_ranks)."""
-    if not any(ev.kind == "traceback_start" and "relayed_rank" in ev.fields for ev in events):
+    if not any(ev.kind == "traceback_start" and "relayed_rank" in ev.fields for ev in events if ev.kind == "traceback_start"):
         return
     relaying: tuple[str, int | None, int] | None = None  # (file, the printer's rank, the relayed rank)
     for ev in events:
@@ -186,6 +212,9 @@ RPC_REMOTE = re.compile(r"(?:On WorkerInfo\(id=(\d{1,7}), name=[^\s()]{1,128}\)|
 _RPC_GAP = 6
 
 
+_RPC_KINDS = frozenset(("rpc_remote", "python_exception"))
+
+
 def _rpc_worker(ev: Event) -> int | None:
     if ev.kind == "rpc_remote":
         return ev.fields.get("worker_id")
@@ -202,7 +231,7 @@ def rpc_relayed(events: list[Event]) -> None:
     printed it; the caller's exception is the relay (evidence.causes). A relayed traceback may end in
     another relay (a worker that called a third): each heading passes to the traceback below it.
     submitit's driver relays a failed task's traceback the same way (its task id is the rank)."""
-    if not any(_rpc_worker(ev) is not None for ev in events):
+    if not any(_rpc_worker(ev) is not None for ev in events if ev.kind in _RPC_KINDS):
         return
     pending: tuple[str, int | None, int, int] | None = None  # (file, printer, worker, heading line)
     relaying: tuple[str, int | None, int] | None = None  # (file, printer, worker)
