@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import re
+import time
 
 from .timeparse import parse_iso
 
@@ -32,6 +32,42 @@ _TIME = ("@timestamp", "timestamp", "_time", "time", "date", "ts", "datetime")
 _KIBANA_TIME = re.compile(r"^([A-Z][a-z]{2}) (\d{1,2}), (\d{4}) @ (\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?)$")
 _MONTHS = {m: i for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov",
                                        "Dec"), 1)}
+
+
+#: A container's log file as Kubernetes names it, in a log stream's or a source's name: the pod is the
+#: writer ("...var.log.containers.<pod>_<namespace>_<container>-<id>.log", "/var/log/pods/<ns>_<pod>_<uid>/").
+_CONTAINER_LOG = re.compile(r"containers[./]([a-z0-9][a-z0-9.-]{0,252})_[a-z0-9-]{1,63}_|/pods/[a-z0-9-]{1,63}_([a-z0-9][a-z0-9.-]{0,252})_")
+#: Columns that may name the container log a record came from.
+_STREAM_COLUMNS = ("@logstream", "logstreamname", "source", "filename", "log.file.path")
+
+
+#: Columns naming the writer of a record besides its log stream.
+_LABEL_UNSAFE = re.compile(r'[{}"\\\s]')
+_WRITER_COLUMNS = ("host", "hostname", "host.name", "kubernetes.pod_name", "pod", "pod_name", "container_name")
+
+
+def logcli_line(when: float | None, labels: dict[str, str], text: str) -> str:
+    """A record's line as Loki's logcli prints it ("<time> {pod="w-0"} <line>": launchers.toml's loki_labels),
+    which carries its time and its writer; a record with neither is the line alone."""
+    shown = ", ".join(f'{k}="{_LABEL_UNSAFE.sub("_", v)[:253]}"' for k, v in labels.items() if v)
+    if when is None or not shown:
+        return text
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(when)) + f"{when % 1:.6f}"[1:] + "Z"
+    return f"{stamp} {{{shown}}} {text}"
+
+
+def group_by_writer(rows: list, key) -> list:
+    """The rows of one writer together, writers in the order they first appear, each one's in order."""
+    first: dict = {}
+    keyed = [(first.setdefault(key(r), len(first)), i, r) for i, r in enumerate(rows)]
+    keyed.sort(key=lambda t: (t[0], t[1]))
+    return [r for _w, _i, r in keyed]
+
+
+def pod_of(value: str) -> str | None:
+    """The pod whose container log a stream or source name is, or None."""
+    m = _CONTAINER_LOG.search(value)
+    return (m.group(1) or m.group(2)) if m else None
 
 
 def export_header(head: bytes) -> list[str] | None:
@@ -76,6 +112,7 @@ def export_records(data: bytes) -> tuple[bytes, list[int]] | None:
         names = [c.strip().lower() for c in header]
         msg_at = next(i for i, n in enumerate(names) if n in _MESSAGE)
         time_at = next(i for i, n in enumerate(names) if n in _TIME)
+        stream_at = [i for i, n in enumerate(names) if n in _STREAM_COLUMNS]
         rows: list[tuple[int, list[str]]] = []  # (the file line the row starts on, its fields)
         start = reader.line_num + 1
         for row in reader:
@@ -92,20 +129,22 @@ def export_records(data: bytes) -> tuple[bytes, list[int]] | None:
     dated = [t for t in times if t is not None]
     if len(dated) >= 2 and dated[0] > dated[-1]:
         rows.reverse()  # (newest first, as the UI listed them: read oldest first, each record's lines in order)
+    # One stream after the other (a pod's, a host's), as its own file would hold it: the search merged them
+    # by time, so that a block one process wrote (torchrun's failure table) may be cut by another's lines.
+    writer = [i for i, n in enumerate(names) if n in _STREAM_COLUMNS or n in _WRITER_COLUMNS]
+    rows = group_by_writer(rows, lambda row: tuple(pod_of(row[1][i]) or row[1][i] for i in writer))
     out: list[str] = []
     line_map: list[int] = []
-    keys = [c.strip() for c in header]
+    host_at = next((i for i, n in enumerate(names) if n in _WRITER_COLUMNS), None)
     for start, row in rows:
-        # the columns as keys, the time and the message under the names jsonlog reads first
-        record = {k: v for i, (k, v) in enumerate(zip(keys, row, strict=True)) if i not in (msg_at, time_at)}
-        record["timestamp"] = iso_time(row[time_at])
+        pod = next((p for i in stream_at if (p := pod_of(row[i]))), None)
+        labels = {"pod": pod} if pod else {"host": row[host_at]} if host_at is not None and row[host_at] else {}
+        when = parse_iso(iso_time(row[time_at]))
         lines = row[msg_at].split("\n")
         # (the message is the row's last multi-line field as a rule: its lines end the row's lines)
         first = start + max(0, sum(f.count("\n") for f in row) - (len(lines) - 1))
         for k, line in enumerate(lines):
-            if not line.strip():
-                continue
-            record["message"] = line.rstrip("\r")
-            out.append(json.dumps(record, ensure_ascii=False))
-            line_map.append(first + k)
+            if line.strip():
+                out.append(logcli_line(when, labels, line.rstrip("\r")))
+                line_map.append(first + k)
     return ("\n".join(out) + "\n").encode("utf-8"), line_map

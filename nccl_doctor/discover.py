@@ -14,8 +14,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .archives import is_archive, unpack
+from .errorfile import looks_like_file as looks_like_error_file
 from .events import Skipped
 from .flightrec.loader import is_dump_name
+from .jsonexport import looks_like_file as looks_like_json_export
 from .rasjson import looks_like_file
 
 #: Files that are never logs. Flight-recorder dumps (``nccl_trace_rank_<N>``, any extension) are kept:
@@ -63,7 +65,9 @@ def discover(paths: list[str], folders: dict[str, int] | None = None) -> tuple[l
         seen.add(key)
         archive = is_archive(display)  # a support bundle: its members, as the folder it was packed from
         if not archive and _excluded_by_name(display) is not None and \
-                not (display.lower().endswith(".json") and looks_like_file(display)):  # ncclras -f json
+                not (display.lower().endswith(".json") and (looks_like_file(display) or looks_like_error_file(display)
+                                                            or looks_like_json_export(display))):
+            # (ncclras -f json; torchelastic's error.json of a worker; a search UI's or a cloud CLI's export)
             skipped.append(Skipped(display, "not a log file (by its extension)"))
             return
         if not os.access(display, os.R_OK):

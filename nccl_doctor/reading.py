@@ -16,6 +16,11 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from .csvexport import CSV_MAX, export_header, export_records
+from .errorfile import ERROR_FILE_MAX, error_lines
+from .errorfile import looks_like as looks_like_error_file
+from .jsonexport import JSON_MAX
+from .jsonexport import export_kind as json_export_kind
+from .jsonexport import export_records as json_export_records
 
 CHUNK = 8 << 20
 MAX_LINE = 64 << 10
@@ -103,6 +108,10 @@ class _Zstd(_Wrapper):
 
 
 
+#: A UTF-16 file (its byte-order mark says so) is read as the text it holds when at most this large
+#: (decoded whole); a larger one is read as it is.
+UTF16_MAX = 256 << 20
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 #: A file whose lines run newest first (logcli's default order, a Grafana export) is read oldest first
 #: when it is at most this large (it is read whole to be turned round); a larger one is read as it is.
 REVERSE_MAX = 64 << 20
@@ -134,10 +143,32 @@ def oldest_first(data: bytes) -> tuple[bytes, int]:
     return b"\n".join(reversed(lines)) + b"\n", len(lines)
 
 
+def _utf16(head: bytes) -> bool:
+    """UTF-16 text: a byte-order mark, then mostly characters whose high byte is zero (ASCII log text),
+    not bytes that merely start like one (a log whose first bytes are garbage)."""
+    if head[:2] not in _UTF16_BOMS:
+        return False
+    body = head[2:514]
+    high = body[1::2] if head[:2] == b"\xff\xfe" else body[0::2]  # (little endian: every second byte)
+    return len(high) >= 8 and high.count(0) >= 0.6 * len(high)
+
+
 def oldest_first_stream(fp: BinaryIO, size: int, probe: int = 8192) -> tuple[BinaryIO, int | list[int]]:
     """The stream to scan a plain file from, and 0; or, for a newest-first file of at most REVERSE_MAX
     bytes, its lines turned round in memory and its number of lines (see ``newest_first``); or, for a
     search UI's CSV export, its rows as records and the file line of each (see ``csvexport``)."""
+    if is_plain(fp) and size <= UTF16_MAX and _utf16(fp.peek(probe)):
+        # a console saved by Windows PowerShell ("> file", Tee-Object: UTF-16LE) or Out-File -Encoding
+        # BigEndianUnicode: read as the UTF-8 text it holds, line for line
+        return io.BytesIO(fp.read().decode("utf-16", "replace").encode("utf-8", "surrogatepass")), 0
+    if is_plain(fp) and size <= ERROR_FILE_MAX and looks_like_error_file(fp.peek(probe)):
+        data = fp.read()
+        lines = error_lines(data)
+        return (io.BytesIO(data), 0) if lines is None else (io.BytesIO(lines[0]), lines[1])
+    if is_plain(fp) and size <= JSON_MAX and json_export_kind(fp.peek(probe)) is not None:
+        data = fp.read()
+        records = json_export_records(data)
+        return (io.BytesIO(data), 0) if records is None else (io.BytesIO(records[0]), records[1])
     if is_plain(fp) and size <= CSV_MAX and export_header(fp.peek(probe)) is not None:
         data = fp.read()
         records = export_records(data)

@@ -27,6 +27,8 @@ from typing import IO, Any
 
 from . import __version__
 from .discover import InputFile, Rediscovery
+from .errorfile import looks_like_file as looks_like_error_file
+from .events import Skipped
 from .evidence.progress import STALL_AFTER
 from .incremental import Analyzer, Update
 from .report.jsonout import inert
@@ -170,7 +172,12 @@ class Watcher:
             changed |= self.stdin.drain(self.analyzer, "<stdin>")
         files = [f for f in files if f.real != "-"]
         events, dumps, dump_skipped = self._flight_recorder(files)
-        logs = [f for f in files if f.path not in dumps]
+        # (torchelastic's error.json, written once as a worker fails, is a document analyze reads whole:
+        # not a log to follow line by line)
+        static = [f for f in files if f.path.endswith("error.json") and looks_like_error_file(f.real)]
+        dump_skipped = dump_skipped + [Skipped(f.path, "a worker's error file (read by analyze, not followed)")
+                                       for f in static]
+        logs = [f for f in files if f.path not in dumps and f not in static]
         now = time.time()
         seen_until, self._seen_until = self._seen_until or now, now
         for f in logs:

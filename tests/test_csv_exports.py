@@ -4,7 +4,6 @@ wrote, oldest first, and evidence quotes the file's own line numbers (read by ha
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from nccl_doctor import analyze
@@ -31,11 +30,23 @@ def test_rows_newest_first_are_read_oldest_first_each_traceback_in_order():
             b'"Nov 28, 2026 @ 04:33:10.169",w1,"[rank2]: Traceback (most recent call last):\n[rank2]: IndexError: x"\n'
             b'"Nov 28, 2026 @ 04:33:09.001",w1,[rank2]: step 9\n')
     text, line_map = export_records(data)
-    records = [json.loads(ln) for ln in text.decode().splitlines()]
-    assert [r["message"] for r in records] == ["[rank2]: step 9", "[rank2]: Traceback (most recent call last):",
-                                                "[rank2]: IndexError: x"]
+    # each line as Loki's logcli prints it: the record's time and its writer before what it wrote
+    assert text.decode().splitlines() == [
+        '2026-11-28T04:33:09.001000Z {host="w1"} [rank2]: step 9',
+        '2026-11-28T04:33:10.169000Z {host="w1"} [rank2]: Traceback (most recent call last):',
+        '2026-11-28T04:33:10.169000Z {host="w1"} [rank2]: IndexError: x']
     assert line_map == [4, 2, 3]  # the file's own lines
-    assert records[0]["pod"] == "w1" and records[0]["timestamp"] == "2026-11-28T04:33:09.001"
+
+
+def test_a_kubernetes_log_stream_names_its_pod_and_each_pods_rows_stay_together():
+    data = (b'@timestamp,@logStream,@message\n'
+            b'2026-11-28 06:29:18.244,fluentbit-kube.var.log.containers.job-worker-0_ml_pytorch-58f1.log,b1\n'
+            b'2026-11-28 06:29:18.244,fluentbit-kube.var.log.containers.job-master-0_ml_pytorch-c7a2.log,a1\n'
+            b'2026-11-28 06:29:18.244,fluentbit-kube.var.log.containers.job-worker-0_ml_pytorch-58f1.log,b2\n')
+    text, line_map = export_records(data)
+    assert [ln.split(" ", 1)[1] for ln in text.decode().splitlines()] == [
+        '{pod="job-worker-0"} b1', '{pod="job-worker-0"} b2', '{pod="job-master-0"} a1']
+    assert line_map == [2, 4, 3]
 
 
 def test_a_kibana_export_names_the_rank_that_raised_and_quotes_its_line():
@@ -54,3 +65,17 @@ def test_a_kibana_export_of_one_row_per_line():
     assert report.verdict["ranks"] == [2]
     rk1 = next(f for f in report.findings if f.rule == "RK1")
     assert any(e.line == 41 for e in rk1.evidence)
+
+
+def test_cloudwatch_filter_log_events_json_is_read_as_its_pods_lines():
+    # filter-log-events.json: rank 1's "[rank1]: KeyError: 'input_ids'" in master-0's Container Insights record
+    report = analyze([str(RUNS / "t166_keyerror_r1_2x2_cw_events_json")], jobs=1)
+    assert report.verdict["ranks"] == [1] and report.verdict["hosts"] == ["llm-sft-9-master-0"]
+    rk1 = next(f for f in report.findings if f.rule == "RK1")
+    assert any(e.file.endswith("filter-log-events.json") and "KeyError: 'input_ids'" in e.text for e in rk1.evidence)
+
+
+def test_a_splunk_json_export_of_a_healthy_job_has_no_error():
+    report = analyze([str(RUNS / "t166_healthy_2x2_splunk_json")], jobs=1)
+    assert not [f for f in report.findings if f.severity.value == "error"]
+    assert report.to_dict()["inputs"]["lines"] > 0

@@ -189,3 +189,18 @@ def test_a_setting_behind_a_loggers_name_is_compared_by_its_own_key(tmp_path):
                 2: ["train: gradient groups in sync order: embed(2112), encoder.2(6208), head(490), norm(128)"],
                 3: [usual]}
     assert _desync_ranks(tmp_path, _console(settings)) == [2]
+
+
+def test_a_key_value_in_a_call_only_one_rank_printed_otherwise_names_it(tmp_path):
+    """t163_otherpath_r2_w4_print_tee's shape: every rank prints its init_process_group(...) call's
+    arguments; rank 2's init_method is another store file; every rank then fails alike ("Wait timeout"),
+    and the launcher reports every rank's exit."""
+    url = "file:///shared/rdzv/mlp-ddp{}.store"
+    lines = [f"[rank {r}] init_process_group(backend=gloo, init_method={url.format('-old' if r == 2 else '')}, "
+             f"world_size=4, rank={r})" for r in range(4)]
+    lines += ["Traceback (most recent call last):", '  File "train.py", line 9, in <module>', "RuntimeError: Wait timeout"] * 4
+    lines += [f"[launch] rank {r} (pid {23937 + r}) exited with status 1" for r in range(4)]
+    (tmp_path / "console.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    verdict = nccl_doctor.analyze([str(tmp_path)], jobs=1).verdict or {}
+    assert verdict.get("ranks") == [2]
+    assert "mlp-ddp-old.store" in verdict.get("summary", "")

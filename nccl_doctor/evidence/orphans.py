@@ -115,8 +115,14 @@ def pair_loose_traceback(job: JobModel, out: list[Failure], echo_ranks: set[int]
     for f in out:
         by_file[f.events[0].file].append(f)
     drop: set[int] = set()
+    for f in out:  # torchelastic's error.json of a worker: the same failure as that worker's own traceback
+        if f.rank is None and f.label is None and f.events[0].file.endswith("error.json"):
+            twin = next((g for g in out if g.rank is not None and g.what == f.what), None)
+            if twin is not None:
+                twin.events = [*twin.events, *f.events]
+                drop.add(id(f))
     for file, fs in by_file.items():
-        loose = [f for f in fs if f.rank is None and f.label is None and not f.exit_only]
+        loose = [f for f in fs if f.rank is None and f.label is None and not f.exit_only and id(f) not in drop]
         exits = [f for f in fs if f.rank is not None and f.exit_only]
         if len(loose) != 1:
             continue

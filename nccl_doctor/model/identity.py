@@ -45,7 +45,7 @@ class Proc:
 
 
 #: torchrun --log-dir: <log dir>/<run id>/attempt_<k>/<local rank>/{stdout,stderr}.log (and error.json)
-_LOGDIR_SLOT = re.compile(r"^(?P<attempt>.*/attempt_\d{1,6})/(?P<local>\d{1,5})/(?:stdout|stderr)\.log$")
+_LOGDIR_SLOT = re.compile(r"^(?P<attempt>.*/attempt_\d{1,6})/(?P<local>\d{1,5})/(?:stdout\.log|stderr\.log|error\.json)$")
 
 
 _SELF_RANK = re.compile(r"(?<![\w-])(?:rank|RANK) ?[=:] ?(\d{1,7})(?![\d.])")
@@ -140,6 +140,11 @@ def _unnamed_class(ev: Event):
     return None
 
 
+#: The fields that name a writer besides the event's own (launcher's pid and address, journal stream,
+#: the file an excerpt's line came from).
+_SIG_KEYS = frozenset(("launcher_pid", "launcher_ip", "stream_pid", "excerpt_of"))
+
+
 def build_processes(events: list[Event], world: int | None) -> list[Proc]:
     """Group events into processes and assign global ranks (see module docstring)."""
     kinds = relay_writers(events)
@@ -168,8 +173,12 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
         pssh_blocks(events)
     shared_locals = shared_local_labels(events)
     for ev in events:
-        sig = (ev.file, ev.host, ev.pid, ev.rank, ev.local_rank, ev.fields.get("launcher_pid"),
-               ev.fields.get("launcher_ip"), ev.fields.get("stream_pid"), ev.fields.get("excerpt_of"))
+        f = ev.fields
+        if _SIG_KEYS.isdisjoint(f):  # (most events: none of those keys, one C-level test instead of four gets)
+            sig = (ev.file, ev.host, ev.pid, ev.rank, ev.local_rank, None, None, None, None)
+        else:
+            sig = (ev.file, ev.host, ev.pid, ev.rank, ev.local_rank, f.get("launcher_pid"), f.get("launcher_ip"),
+                   f.get("stream_pid"), f.get("excerpt_of"))
         named = ev.pid is not None or ev.rank is not None or ev.local_rank is not None
         if not named:
             # An event naming no writer: its keys follow from the same signature and what its kind

@@ -1,0 +1,126 @@
+"""Log records exported from a search UI or a cloud CLI as JSON: Splunk's JSON export (one
+``{"preview": false, "offset": N, "result": {"_raw": ..., "_time": ..., "host": ...}}`` per line) and
+``aws logs filter-log-events`` (one document, its ``events`` each a ``logStreamName``, a ``timestamp``
+in ms and a ``message``: a Container Insights record ``{"log": ..., "kubernetes": {"pod_name": ...}}``
+or a line as written).
+
+As csvexport does for CSV, such a file is read as the log its records came from: each line of a
+record's text becomes one JSON record line (jsonlog reads its pod or host and time), oldest first, and
+each keeps the number of the file line it came from (``line_map``). Bounded: a file larger than
+JSON_MAX is not converted; a file that is no such export is read as it is.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from .csvexport import group_by_writer, logcli_line, pod_of
+from .timeparse import parse_iso
+
+#: Largest export converted (parsed whole, in memory).
+JSON_MAX = 64 << 20
+_SPLUNK = b'{"preview":'
+_CLOUDWATCH_KEYS = (b'"events"', b'"logStreamName"')
+
+
+def export_kind(head: bytes) -> str | None:
+    """"splunk" or "cloudwatch" when the first bytes start such an export, else None."""
+    start = head.lstrip()
+    if start.startswith(_SPLUNK):
+        return "splunk"
+    if start.startswith(b"{") and all(k in head for k in _CLOUDWATCH_KEYS):
+        return "cloudwatch"
+    return None
+
+
+def _records(rows: list[tuple[int, float | None, dict, str]]) -> tuple[bytes, list[int]]:
+    """(file line, time, the record's other keys, its text) rows as JSON record lines, oldest first."""
+    dated = [t for _line, t, _keys, _text in rows if t is not None]
+    if len(dated) >= 2 and dated[0] > dated[-1]:
+        rows = rows[::-1]  # (newest first, as the search listed them)
+    rows = group_by_writer(rows, lambda row: (row[2].get("kubernetes.pod_name"), row[2].get("host")))  # (see csvexport)
+    out: list[str] = []
+    line_map: list[int] = []
+    for line, t, keys, text in rows:
+        pod = keys.get("kubernetes.pod_name")
+        labels = {"pod": pod} if pod else {"host": keys.get("host", "")}
+        for part in text.split("\n"):
+            if part.strip():
+                out.append(logcli_line(t, labels, part.rstrip("\r")))
+                line_map.append(line)
+    return ("\n".join(out) + "\n").encode("utf-8"), line_map
+
+
+def _splunk(data: bytes) -> tuple[bytes, list[int]] | None:
+    rows = []
+    for n, raw in enumerate(data.split(b"\n"), 1):
+        if not raw.strip():
+            continue
+        try:
+            res = json.loads(raw).get("result")
+        except (ValueError, AttributeError, RecursionError):
+            return None
+        if not isinstance(res, dict) or not isinstance(res.get("_raw"), str):
+            continue
+        keys = {"timestamp": str(res.get("_time") or ""), "host": str(res.get("host") or "")}
+        pod = pod_of(str(res.get("source") or ""))
+        if pod is not None:
+            keys["kubernetes.pod_name"] = pod
+        rows.append((n, _epoch(keys["timestamp"]), keys, res["_raw"]))
+    return _records(rows) if rows else None
+
+
+def _cloudwatch(data: bytes) -> tuple[bytes, list[int]] | None:
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    events = doc.get("events") if isinstance(doc, dict) else None
+    if not isinstance(events, list):
+        return None
+    lines = data.split(b"\n")
+    at = [n for n, raw in enumerate(lines, 1) if raw.lstrip().startswith(b'"message"')]  # (the CLI's indented layout)
+    rows = []
+    for i, ev in enumerate(events):
+        if not isinstance(ev, dict) or not isinstance(ev.get("message"), str):
+            continue
+        ms = ev.get("timestamp")
+        t = ms / 1000.0 if isinstance(ms, (int, float)) and not isinstance(ms, bool) else None
+        keys = {"timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f"{t % 1:.3f}"[1:] if t else "",
+                "host": str(ev.get("logStreamName") or "")}
+        text = ev["message"]
+        try:
+            inner = json.loads(text) if text.startswith("{") else None
+        except (ValueError, RecursionError):
+            inner = None
+        if isinstance(inner, dict) and isinstance(inner.get("log"), str):
+            pod = inner.get("kubernetes", {}).get("pod_name") if isinstance(inner.get("kubernetes"), dict) else None
+            keys["host"] = str(pod or pod_of(keys["host"]) or keys["host"])
+            text = inner["log"]
+        else:
+            keys["host"] = pod_of(keys["host"]) or keys["host"]
+        rows.append((at[i] if i < len(at) else 1, t, keys, text))
+    return _records(rows) if rows else None
+
+
+def _epoch(iso: str) -> float | None:
+    return parse_iso(iso)
+
+
+def looks_like_file(path: str) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return export_kind(fh.read(8192)) is not None
+    except OSError:
+        return False
+
+
+def export_records(data: bytes) -> tuple[bytes, list[int]] | None:
+    """The export's records as JSON record lines and the file line of each, or None."""
+    kind = export_kind(data[:8192])
+    if kind == "splunk":
+        return _splunk(data)
+    if kind == "cloudwatch":
+        return _cloudwatch(data)
+    return None
