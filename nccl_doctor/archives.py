@@ -1,4 +1,4 @@
-"""Log bundles: a tar archive (plain, gzip or zstd) handed over whole ("support-bundle.tar.gz", the job's
+"""Log bundles: a tar archive (plain, gzip, zstd, bzip2 or xz) or a zip handed over whole ("support-bundle.tar.gz", the job's
 ``logs.tar.zst``) is read member by member, as the folder it was packed from.
 
 Members are copied once, in archive order (a compressed tar can only be read from the start), into a
@@ -17,12 +17,18 @@ import os
 import shutil
 import tarfile
 import tempfile
+import zipfile
+from collections.abc import Callable, Iterator
+from typing import BinaryIO
 
 from .events import Skipped
 from .reading import open_binary
 
-#: Names of tar archives, plain or compressed (compression is recognised by its magic bytes).
-ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.zst", ".tar.zstd", ".tzst")
+#: Names of tar archives, plain or compressed (compression is recognised by its magic bytes), and zips.
+ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.zst", ".tar.zstd", ".tzst", ".tar.bz2", ".tbz2", ".tbz", ".tar.xz",
+                    ".txz", ".zip")
+#: Archives inside an archive unpacked (a node's tar.gz inside the job's zip): this deep at most.
+MAX_DEPTH = 2
 MAX_MEMBERS = 100_000
 MAX_BYTES = 32 << 30
 #: Free space left in the temporary folder after a member is copied: a bundle never fills the disk.
@@ -44,9 +50,12 @@ def _tmpdir() -> str:
     return _TMP[0]
 
 
-def unpack(path: str, size: int, mtime_ns: int, keep) -> tuple[list, list[Skipped]]:
-    """(InputFile-like members, skipped) of the archive at ``path``. ``keep(name)``: None when a member of
-    that name is to be read, else why not (the rules a folder's files follow)."""
+def unpack(path: str, size: int, mtime_ns: int, keep, shown: str | None = None,
+           depth: int = 0) -> tuple[list, list[Skipped]]:
+    """(InputFile-like members, skipped) of the archive at ``path`` (``shown``: its name in the report,
+    the path itself by default). ``keep(name)``: None when a member of that name is to be read, else why
+    not (the rules a folder's files follow). An archive member is unpacked too, ``MAX_DEPTH`` deep."""
+    shown = shown or path
     key = (path, size, mtime_ns)
     if key in _UNPACKED:
         return _UNPACKED[key]
@@ -56,38 +65,66 @@ def unpack(path: str, size: int, mtime_ns: int, keep) -> tuple[list, list[Skippe
     skipped: list[Skipped] = []
     total = 0
     try:
-        with open_binary(path) as fp, tarfile.open(fileobj=fp, mode="r|") as tar:
-            for n, member in enumerate(tar):
-                shown = f"{path}!/{member.name.lstrip('/')}"
-                if n >= MAX_MEMBERS:
-                    skipped.append(Skipped(path, f"archive has more than {MAX_MEMBERS} members: the rest not read"))
-                    break
-                if member.isdir():
-                    continue
-                if not member.isreg():
-                    skipped.append(Skipped(shown, "not a regular file in the archive (a link or device)"))
-                    continue
-                why = "an archive inside the archive (unpack it first)" if is_archive(member.name) else keep(member.name)
-                if why is not None:
-                    skipped.append(Skipped(shown, why))
-                    continue
-                if total + member.size > MAX_BYTES:
-                    skipped.append(Skipped(shown, f"archive members past {MAX_BYTES >> 30} GiB not read"))
-                    continue
-                if shutil.disk_usage(_tmpdir()).free < member.size + HEADROOM:
-                    skipped.append(Skipped(shown, "not enough free space in the temporary folder to unpack it"))
-                    continue
-                src = tar.extractfile(member)
-                if src is None:
-                    continue
-                dest = os.path.join(_tmpdir(), f"{len(_UNPACKED):05d}-{n:06d}")
-                with open(dest, "wb") as out:
-                    shutil.copyfileobj(src, out, _COPY_CHUNK)
-                total += member.size
-                files.append(InputFile(shown, dest, member.size))
-    except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
-        what = "truncated or corrupt" if files else "not a readable tar archive"
-        skipped.append(Skipped(path, f"{what}: {str(exc)[:120] or type(exc).__name__}"
-                                     + (f" ({len(files)} members read before it)" if files else "")))
+        for n, (name, msize, regular, opener) in enumerate(_members(path)):
+            member_shown = f"{shown}!/{name.lstrip('/')}"
+            if n >= MAX_MEMBERS:
+                skipped.append(Skipped(shown, f"archive has more than {MAX_MEMBERS} members: the rest not read"))
+                break
+            if regular is None:
+                continue  # a folder
+            if not regular:
+                skipped.append(Skipped(member_shown, "not a regular file in the archive (a link or device)"))
+                continue
+            inner = is_archive(name)
+            why = ("an archive inside the archive, too deep (unpack it first)" if depth + 1 >= MAX_DEPTH else None) \
+                if inner else keep(name)
+            if why is not None:
+                skipped.append(Skipped(member_shown, why))
+                continue
+            if total + msize > MAX_BYTES:
+                skipped.append(Skipped(member_shown, f"archive members past {MAX_BYTES >> 30} GiB not read"))
+                continue
+            if shutil.disk_usage(_tmpdir()).free < msize + HEADROOM:
+                skipped.append(Skipped(member_shown, "not enough free space in the temporary folder to unpack it"))
+                continue
+            src = opener()
+            if src is None:
+                continue
+            dest = os.path.join(_tmpdir(), f"{len(_UNPACKED):05d}-{depth}-{n:06d}" + (_suffix(name) if inner else ""))
+            with src, open(dest, "wb") as out:
+                shutil.copyfileobj(src, out, _COPY_CHUNK)
+            total += msize
+            if inner:  # (a node's tar.gz inside the job's zip: its members, named under both)
+                got, why_not = unpack(dest, msize, 0, keep, member_shown, depth + 1)
+                files += got
+                skipped += why_not
+                continue
+            files.append(InputFile(member_shown, dest, msize))
+    except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
+        what = "truncated or corrupt" if files else "not a readable archive"
+        skipped.append(Skipped(shown, f"{what}: {str(exc)[:120] or type(exc).__name__}"
+                                      + (f" ({len(files)} members read before it)" if files else "")))
     _UNPACKED[key] = (files, skipped)
     return files, skipped
+
+
+def _suffix(name: str) -> str:
+    """The archive suffix of a member's name, kept on its copy (is_archive reads names)."""
+    low = name.lower()
+    return next((sfx for sfx in sorted(ARCHIVE_SUFFIXES, key=len, reverse=True) if low.endswith(sfx)), "")
+
+
+def _members(path: str) -> Iterator[tuple[str, int, bool | None, Callable[[], BinaryIO | None]]]:
+    """(name, size, regular file: True, a link or device: False, a folder: None, how to open it) of each
+    member, in archive order: a zip's from its directory, a tar's as the stream goes (a compressed tar
+    can only be read from the start)."""
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as z:
+            for info in z.infolist():
+                yield info.filename, info.file_size, None if info.is_dir() else True, \
+                    (lambda info=info: z.open(info))
+        return
+    with open_binary(path) as fp, tarfile.open(fileobj=fp, mode="r|") as tar:
+        for member in tar:
+            yield member.name, member.size, None if member.isdir() else member.isreg(), \
+                (lambda member=member: tar.extractfile(member))

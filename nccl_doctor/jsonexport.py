@@ -1,8 +1,9 @@
-"""Log records exported from a search UI or a cloud CLI as JSON: Splunk's JSON export (one
+"""Log records exported from a search UI, a cloud CLI or a chat as JSON: Splunk's JSON export (one
 ``{"preview": false, "offset": N, "result": {"_raw": ..., "_time": ..., "host": ...}}`` per line) and
 ``aws logs filter-log-events`` (one document, its ``events`` each a ``logStreamName``, a ``timestamp``
 in ms and a ``message``: a Container Insights record ``{"log": ..., "kubernetes": {"pod_name": ...}}``
-or a line as written).
+or a line as written), and a Slack export's channel file (messages whose text holds a pasted log,
+in code fences, Slack-escaped).
 
 As csvexport does for CSV, such a file is read as the log its records came from: each line of a
 record's text becomes one JSON record line (jsonlog reads its pod or host and time), oldest first, and
@@ -13,6 +14,7 @@ JSON_MAX is not converted; a file that is no such export is read as it is.
 from __future__ import annotations
 
 import json
+import re
 import time
 
 from .csvexport import group_by_writer, logcli_line, pod_of
@@ -25,13 +27,52 @@ _CLOUDWATCH_KEYS = (b'"events"', b'"logStreamName"')
 
 
 def export_kind(head: bytes) -> str | None:
-    """"splunk" or "cloudwatch" when the first bytes start such an export, else None."""
+    """"splunk", "cloudwatch" or "slack" when the first bytes start such an export, else None."""
     start = head.lstrip()
     if start.startswith(_SPLUNK):
         return "splunk"
     if start.startswith(b"{") and all(k in head for k in _CLOUDWATCH_KEYS):
         return "cloudwatch"
+    if start.startswith(b"[") and _SLACK_MESSAGE.search(head) is not None and b'"text"' in head:
+        return "slack"
     return None
+
+
+#: A Slack export's channel file: a JSON array of messages ("type": "message").
+_SLACK_MESSAGE = re.compile(rb'"type"\s*:\s*"message"')
+#: Slack's escapes in a message's text (its mrkdwn), and a code fence.
+_SLACK_ESCAPES = (("&lt;", "<"), ("&gt;", ">"), ("&amp;", "&"))
+_FENCE = re.compile(r"^```|```$")
+
+
+def _slack(data: bytes) -> tuple[bytes, list[int]] | None:
+    """A Slack export's messages (one channel's day): the text pasted in them, line by line, as written
+    (a pasted log's lines carry their own times and writers; who pasted them is no writer of the job)."""
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(doc, list):
+        return None
+    lines = data.split(b"\n")
+    at = [n for n, raw in enumerate(lines, 1) if raw.lstrip().startswith(b'"text"')]
+    out: list[str] = []
+    line_map: list[int] = []
+    k = 0
+    for msg in doc:
+        if not isinstance(msg, dict) or not isinstance(msg.get("text"), str):
+            continue
+        where = at[k] if k < len(at) else 1
+        k += 1
+        text = msg["text"]
+        for old, new in _SLACK_ESCAPES:
+            text = text.replace(old, new)
+        for part in text.split("\n"):
+            part = _FENCE.sub("", part.rstrip("\r"))
+            if part.strip():
+                out.append(part)
+                line_map.append(where)
+    return (("\n".join(out) + "\n").encode("utf-8"), line_map) if out else None
 
 
 def _records(rows: list[tuple[int, float | None, dict, str]]) -> tuple[bytes, list[int]]:
@@ -123,4 +164,6 @@ def export_records(data: bytes) -> tuple[bytes, list[int]] | None:
         return _splunk(data)
     if kind == "cloudwatch":
         return _cloudwatch(data)
+    if kind == "slack":
+        return _slack(data)
     return None

@@ -7,8 +7,10 @@ stays in C (``bytes.find``/``count``) and never touches uninteresting lines in P
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import io
+import lzma
 import os
 import re
 import sys
@@ -27,6 +29,8 @@ MAX_LINE = 64 << 10
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_BZ2_MAGIC = b"BZh"
+_XZ_MAGIC = b"\xfd7zXZ\x00"
 #: CSI and OSC escape sequences (OSC 52 clipboard writes, titles), other ESC pairs, C0 controls but tab.
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]|[\x00-\x08\x0b-\x1f\x7f]")
 
@@ -47,6 +51,10 @@ def open_binary(real: str) -> BinaryIO:
         import zstandard  # imported lazily: short runs on plain text never pay for it
 
         return _Zstd(raw, zstandard)
+    if head.startswith(_BZ2_MAGIC) and head[3:4].isdigit() and head[3:4] != b"0":  # bzip2 (".log.bz2", a .tar.bz2)
+        return bz2.BZ2File(raw, "rb")  # type: ignore[return-value]
+    if raw.peek(6)[:6] == _XZ_MAGIC:  # xz ("rank3.log.xz", a .tar.xz)
+        return lzma.LZMAFile(raw, "rb")  # type: ignore[return-value]
     return _UpTo(raw)
 
 

@@ -9,6 +9,7 @@ import io
 import json
 import os
 import tarfile
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -75,7 +76,8 @@ def test_hostile_members_are_skipped_or_kept_inert(tmp_path):
     assert not (tmp_path.parent / "escape.log").exists()
     reasons = {s.path.rsplit("!/", 1)[-1]: s.reason for s in skipped}
     assert "link or device" in reasons["link.log"] and "link or device" in reasons["dev.log"]
-    assert "archive inside the archive" in reasons["inner.tar.gz"]
+    # an archive inside the archive is unpacked in turn (one level): this one is no tar at all
+    assert "not a readable archive" in reasons["inner.tar.gz"]
     assert "not a log file" in reasons["model.pt"]
 
 
@@ -96,7 +98,7 @@ def test_not_a_tar_is_one_reason_and_nothing_else(tmp_path):
     fake = tmp_path / "notes.tar.gz"
     fake.write_bytes(gzip.compress(b"just some text\n"))
     files, skipped = discover([str(fake)])
-    assert files == [] and [s.reason.split(":")[0] for s in skipped] == ["not a readable tar archive"]
+    assert files == [] and [s.reason.split(":")[0] for s in skipped] == ["not a readable archive"]
     with pytest.raises(InputError):
         analyze([str(fake)])
 
@@ -116,3 +118,18 @@ def test_a_full_disk_skips_members_instead_of_filling_it(tmp_path, monkeypatch):
     bundle = _pack(tmp_path / "bundle.tar", RUN, "w")
     files, skipped = discover([str(bundle)])
     assert files == [] and skipped and all("not enough free space" in s.reason for s in skipped)
+
+
+def test_a_nodes_tar_gz_inside_the_jobs_zip_is_read_as_its_folder(tmp_path):
+    # t171_raise_r3_2x2_nodezip_nested's shape: job.zip holding dgx-a02/logs.tar.gz
+    inner = io.BytesIO()
+    with tarfile.open(fileobj=inner, mode="w:gz") as tar:
+        _member(tar, "logs/attempt_0/1/stderr.log", b"[rank3]: ValueError: bad length prefix\n")
+    bundle = tmp_path / "job.zip"
+    with zipfile.ZipFile(bundle, "w") as z:
+        z.writestr("dgx-a02/logs.tar.gz", inner.getvalue())
+        z.writestr("dgx-a02/console.log", b"[rank3]: ValueError: bad length prefix\n")
+    files, skipped = discover([str(bundle)])
+    assert sorted(f.path for f in files) == [f"{bundle}!/dgx-a02/console.log",
+                                             f"{bundle}!/dgx-a02/logs.tar.gz!/logs/attempt_0/1/stderr.log"]
+    assert not skipped

@@ -191,6 +191,19 @@ KNOWN_WRONG = {
     "t151_skip_mismatch_r2_w4_tee": "rank 2 caught a decode error and skipped step 12 (its WARNING names 'rank 2' "
                                     "only in the message, no tag); three steps later gloo aborts rank 2 itself: the "
                                     "lone skip warning is not tied to its rank, so the desync names no one",
+    "t173_hang_r0_w3_spawn_celltimeout_split": "papermill's cell timeout (30 s, before the 60 s process-group "
+                                               "timeout) interrupted the notebook's kernel inside mp.spawn's join and "
+                                               "the ranks were killed silently; only the training cell's step lines "
+                                               "(ddp_mlp_smoke.ipynb:273-277: ranks 1-2 reached step 15, rank 0 not) "
+                                               "tell rank 0 was stuck: a runner's timeout is not read as a stop from "
+                                               "outside",
+    "t172_hang_r3_2x2_bundle_split": "one debug bundle (collect.out) holds each pod's 'kubectl logs' under its own "
+                                     "section heading: the sections are not read as two writers' files, so ranks 0-1 "
+                                     "(master-0's section) are taken for silent; rank 3's last line is its unfinished "
+                                     "checkpoint save (collect.out:286) and worker-0's table lists it SIGTERMed",
+    "t172_oomkill_r2_2x2_bundle_redirect": "the kubelet's OOMKilling event names pid 14087 (debug-xgb-distill-7.txt:351), "
+                                           "which only the script's own 'rank 2 | pid 14087 | pod ...' line (:299) ties to "
+                                           "rank 2: that form is not read as a pid-to-rank map",
     "t75_hang_r3_w4_split": "torchtitan's --local-ranks-filter 0 shows rank 0 alone: it times out in all_gather and "
                             "exits first; ranks 1-3 are all SIGTERMed, so neither the table nor any line tells that "
                             "rank 3 (blocked opening a FIFO) was the one the others waited for",

@@ -144,9 +144,10 @@ def _newest_first(run: Path) -> bool:
 
 
 def _packed(run: Path) -> bool:
-    """A run handed over compressed or bundled (gzip, zstd, tar: t71): static files too, which watch,
+    """A run handed over compressed or bundled (gzip, zstd, bzip2, xz, tar, zip: t71, t164, t171): static files, which watch,
     following plain logs as they grow, does not unpack."""
-    return any(p.read_bytes()[:4].startswith((b"\x1f\x8b", b"\x28\xb5\x2f\xfd")) or p.name.endswith(".tar")
+    return any(p.read_bytes()[:6].startswith((b"\x1f\x8b", b"\x28\xb5\x2f\xfd", b"BZh", b"\xfd7zXZ"))
+               or p.name.endswith((".tar", ".zip"))
                for p in run.rglob("*") if p.is_file() and p.name != "expected.json")
 
 
@@ -191,13 +192,17 @@ def test_some_real_runs_are_newest_first_exports_and_left_out_of_the_live_compar
 
 
 def test_the_packed_runs_left_out_of_the_live_comparison_are_t71s_and_t164s():
-    # t71: logs handed over as archives; t164: logs written compressed (gzip.open, gzip -c, zstd -c)
-    assert {p.name.split("_", 1)[0] for p in ALL_RUNS if _packed(p)} == {"t71", "t164"}
+    # t71: logs handed over as archives; t164: logs written compressed (gzip.open, gzip -c, zstd -c);
+    # t171: zip, bzip2, xz and zstd archives and files
+    assert {p.name.split("_", 1)[0] for p in ALL_RUNS if _packed(p)} == {"t71", "t164", "t171"}
 
 
 def test_the_exports_left_out_of_the_live_comparison_are_t153s_kibana_ones_and_t166s():
-    assert {p.name for p in ALL_RUNS if _csv_export(p) and not p.name.startswith("t166_")} == {
+    assert {p.name for p in ALL_RUNS if _csv_export(p) and not p.name.startswith(("t166_", "t170_"))} == {
         "t153_raise_r0_w3_kibana_csv_multiline", "t153_raise_r2_w4_kibana_csv_rows"}
+    # t170's two Slack exports
+    assert {p.name for p in ALL_RUNS if _csv_export(p) and p.name.startswith("t170_")} == {
+        "t170_hang_r3_w4_slack_split", "t170_healthy_w3_slack_tee"}
     assert {p.name for p in ALL_RUNS if p.name.startswith("t166_") and not _csv_export(p)} == set()
 
 

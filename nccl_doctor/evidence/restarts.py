@@ -104,7 +104,7 @@ def segment_restarts(job: JobModel) -> Restarts:
                 agent_failed = True
             elif ev.kind in _HOST_BLOCKS:
                 agent_failed = False  # another host's block (dshbak, pssh -i): its workers, not a new attempt
-            elif agent_failed and started is None and ev.kind in _WORKER_START:
+            elif agent_failed and started is None and ev.kind in _WORKER_START and ev.get("listed") is None:
                 # torchrun logs "will restart worker group" at INFO only: the workers writing again
                 # after the agent reported one failed is the restart (the table ends the last attempt).
                 started, agent_failed = gen + 1, False
