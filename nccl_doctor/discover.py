@@ -22,7 +22,7 @@ from .rasjson import looks_like_file
 
 #: Files that are never logs. Flight-recorder dumps (``nccl_trace_rank_<N>``, any extension) are kept:
 #: ``flightrec.split_dumps`` reads them.
-_NOT_LOG_SUFFIXES = (".json", ".png", ".jpg", ".jpeg", ".gif", ".pdf", ".html", ".svg", ".pt", ".pth",
+_NOT_LOG_SUFFIXES = (".json", ".png", ".jpg", ".jpeg", ".gif", ".pdf", ".svg", ".pt", ".pth",
                      ".safetensors", ".so", ".whl", ".zip", ".tar", ".npy", ".npz", ".pyc", ".pickle", ".pkl")
 _GLOB_CHARS = set("*?[")
 

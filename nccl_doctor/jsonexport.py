@@ -35,7 +35,41 @@ def export_kind(head: bytes) -> str | None:
         return "cloudwatch"
     if start.startswith(b"[") and _SLACK_MESSAGE.search(head) is not None and b'"text"' in head:
         return "slack"
+    if start.startswith(b'{"version":') and b'"width"' in head.split(b"\n", 1)[0]:
+        return "asciinema"
     return None
+
+
+def _asciinema(data: bytes) -> tuple[bytes, list[int]] | None:
+    """An asciinema recording (.cast: a header line, then ``[time, "o", "text"]`` events that cut lines
+    anywhere): the terminal's output joined and cut at its own line ends, each line at the file line of
+    the event it began in."""
+    out: list[str] = []
+    line_map: list[int] = []
+    pending, began = "", 0
+    for n, raw in enumerate(data.split(b"\n")[1:], 2):
+        if not raw.strip():
+            continue
+        try:
+            ev = json.loads(raw)
+        except (ValueError, RecursionError):
+            return None
+        if not (isinstance(ev, list) and len(ev) == 3 and ev[1] == "o" and isinstance(ev[2], str)):
+            continue  # (input, resize and marker events: no output)
+        parts = ev[2].split("\n")
+        for i, part in enumerate(parts):
+            if not pending:
+                began = n
+            pending += part
+            if i < len(parts) - 1:  # (a line end: the line is complete)
+                if pending.strip():
+                    out.append(pending.rstrip("\r"))
+                    line_map.append(began)
+                pending = ""
+    if pending.strip():
+        out.append(pending)
+        line_map.append(began)
+    return (("\n".join(out) + "\n").encode("utf-8", "surrogatepass"), line_map) if out else None
 
 
 #: A Slack export's channel file: a JSON array of messages ("type": "message").
@@ -166,4 +200,6 @@ def export_records(data: bytes) -> tuple[bytes, list[int]] | None:
         return _cloudwatch(data)
     if kind == "slack":
         return _slack(data)
+    if kind == "asciinema":
+        return _asciinema(data)
     return None

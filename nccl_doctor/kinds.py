@@ -276,6 +276,8 @@ KINDS: dict[str, str] = {
     # ---- training progress and start-up work ----
     "py_lib_frame": "a traceback frame in Python's own modules or a package: read, never kept (no event)",
     "py_script_frame": "path, srcline, func: a traceback frame in the job's own code (not Python's or a package's)",
+    "kubectl_section": "host | verb: a debug bundle's heading of a kubectl command ('===== ... kubectl logs job-worker-0'): "
+                       "the lines under a logs heading are that pod's (info)",
     "dshbak_header": "host: dshbak's '----------------' / host / '----------------' heading one host's block (a range "
                      "'node[1-2]' with -c; 'pdsh@login' for pdsh's own lines) (info)",
     "pssh_header": "idx, status (SUCCESS|FAILURE), host, code: pssh -i's '[1] 03:45:21 [FAILURE] node02 Exited with error "

@@ -20,6 +20,8 @@ from typing import BinaryIO
 from .csvexport import CSV_MAX, export_header, export_records
 from .errorfile import ERROR_FILE_MAX, error_lines
 from .errorfile import looks_like as looks_like_error_file
+from .htmlpage import HTML_MAX, page_lines
+from .htmlpage import looks_like as looks_like_page
 from .jsonexport import JSON_MAX
 from .jsonexport import export_kind as json_export_kind
 from .jsonexport import export_records as json_export_records
@@ -31,8 +33,9 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _BZ2_MAGIC = b"BZh"
 _XZ_MAGIC = b"\xfd7zXZ\x00"
-#: CSI and OSC escape sequences (OSC 52 clipboard writes, titles), other ESC pairs, C0 controls but tab.
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]|[\x00-\x08\x0b-\x1f\x7f]")
+#: CSI, OSC, APC, DCS and PM escape sequences (OSC 52 clipboard writes, titles, Buildkite's APC
+#: "\x1b_bk;t=<ms>\x07" time stamps), other ESC pairs, C0 controls but tab.
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[\]_P^][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]|[\x00-\x08\x0b-\x1f\x7f]")
 
 
 class ReadIssue(Exception):
@@ -169,6 +172,10 @@ def oldest_first_stream(fp: BinaryIO, size: int, probe: int = 8192) -> tuple[Bin
         # a console saved by Windows PowerShell ("> file", Tee-Object: UTF-16LE) or Out-File -Encoding
         # BigEndianUnicode: read as the UTF-8 text it holds, line for line
         return io.BytesIO(fp.read().decode("utf-16", "replace").encode("utf-8", "surrogatepass")), 0
+    if is_plain(fp) and size <= HTML_MAX and looks_like_page(fp.peek(probe)):
+        data = fp.read()
+        lines = page_lines(data)
+        return (io.BytesIO(data), 0) if lines is None else (io.BytesIO(lines[0]), lines[1])
     if is_plain(fp) and size <= ERROR_FILE_MAX and looks_like_error_file(fp.peek(probe)):
         data = fp.read()
         lines = error_lines(data)

@@ -63,3 +63,13 @@ def test_bashs_word_for_a_resource_signal_and_the_scripts_pid_line_name_the_rank
     assert rk1.ranks == [1]
     assert rk1.summary.startswith("rank 1 failed first: CPU time limit exceeded (SIGXCPU; pid 7839")
     assert "the job script's own line gives that pid to rank 1" in rk1.summary
+
+
+def test_a_kubectl_bundles_logs_sections_are_their_pods():
+    # collect.out: "===== ... kubectl -n ml-training logs ctr-dnn-31-master-0" (:90) heads master-0's lines (ranks
+    # 0-1 time out at :116, :129), "... logs ctr-dnn-31-worker-0" (:278) worker-0's; rank 3's last line is its
+    # unfinished save (:286) and worker-0's table lists it SIGTERMed
+    report = analyze([str(RUNS / "t172_hang_r3_2x2_bundle_split")], jobs=1)
+    assert report.verdict["ranks"] == [3] and report.verdict["hosts"] == ["ctr-dnn-31-worker-0"]
+    ranks = {r["rank"]: r for r in report.to_dict()["ranks"]}
+    assert ranks[0]["host"] == "ctr-dnn-31-master-0" and ranks[1]["host"] == "ctr-dnn-31-master-0"

@@ -197,13 +197,16 @@ KNOWN_WRONG = {
                                                "(ddp_mlp_smoke.ipynb:273-277: ranks 1-2 reached step 15, rank 0 not) "
                                                "tell rank 0 was stuck: a runner's timeout is not read as a stop from "
                                                "outside",
-    "t172_hang_r3_2x2_bundle_split": "one debug bundle (collect.out) holds each pod's 'kubectl logs' under its own "
-                                     "section heading: the sections are not read as two writers' files, so ranks 0-1 "
-                                     "(master-0's section) are taken for silent; rank 3's last line is its unfinished "
-                                     "checkpoint save (collect.out:286) and worker-0's table lists it SIGTERMed",
     "t172_oomkill_r2_2x2_bundle_redirect": "the kubelet's OOMKilling event names pid 14087 (debug-xgb-distill-7.txt:351), "
                                            "which only the script's own 'rank 2 | pid 14087 | pod ...' line (:299) ties to "
                                            "rank 2: that form is not read as a pid-to-rank map",
+    "t176_exit1_r3_w4_wandball_discard": "torchrun's output went to /dev/null; rank 3's ERROR is only in a wandb "
+                                         "offline run's files/output.log, and which rank that run was only its "
+                                         "logs/debug.log says (config: {'rank': 3}): a tracker's run folder is not "
+                                         "tied to a rank",
+    "t177_hang_r2_w4_buildkite_timeout_split": "the CI cancelled the hung job (SIGTERM, no traceback from any rank); "
+                                               "only rank 2's own 'shard ... not staged yet, waiting' line, after "
+                                               "every rank's step 58, tells who was stuck outside the collective",
     "t75_hang_r3_w4_split": "torchtitan's --local-ranks-filter 0 shows rank 0 alone: it times out in all_gather and "
                             "exits first; ranks 1-3 are all SIGTERMed, so neither the table nor any line tells that "
                             "rank 3 (blocked opening a FIFO) was the one the others waited for",

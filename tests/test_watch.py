@@ -177,10 +177,23 @@ def _error_files(run: Path) -> bool:
     return any(p.name == "error.json" and looks_like_file(str(p)) for p in run.rglob("error.json"))
 
 
+def _page_or_links(run: Path) -> bool:
+    """A run handed over as a saved HTML page (t174: read whole by htmlpage), or holding the same file under
+    two names (wandb's latest-run and debug.log links, t176: which name a reader keeps is its own)."""
+    from nccl_doctor.htmlpage import looks_like
+
+    return any(p.is_symlink() or (p.is_file() and looks_like(p.read_bytes()[:4096]))
+               for p in run.rglob("*") if p.name != "expected.json")
+
+
 ALL_RUNS = sorted(p.parent for p in (Path(__file__).resolve().parent.parent / "fixtures" / "realruns").glob(
     "*/expected.json"))
 REAL_RUNS = [p for p in ALL_RUNS if not _newest_first(p) and not _packed(p) and not _csv_export(p) and not _utf16(p)
-             and not _error_files(p)]
+             and not _error_files(p) and not _page_or_links(p)]
+
+
+def test_the_pages_and_linked_runs_left_out_of_the_live_comparison_are_t174s_and_t176s():
+    assert {p.name.split("_", 1)[0] for p in ALL_RUNS if _page_or_links(p)} == {"t174", "t176"}
 
 
 def test_the_utf16_captures_left_out_of_the_live_comparison_are_t140s_and_t167s():
@@ -194,12 +207,16 @@ def test_some_real_runs_are_newest_first_exports_and_left_out_of_the_live_compar
 def test_the_packed_runs_left_out_of_the_live_comparison_are_t71s_and_t164s():
     # t71: logs handed over as archives; t164: logs written compressed (gzip.open, gzip -c, zstd -c);
     # t171: zip, bzip2, xz and zstd archives and files
-    assert {p.name.split("_", 1)[0] for p in ALL_RUNS if _packed(p)} == {"t71", "t164", "t171"}
+    # t177: a GitHub Actions log archive (a zip)
+    assert {p.name.split("_", 1)[0] for p in ALL_RUNS if _packed(p)} == {"t71", "t164", "t171", "t177"}
 
 
 def test_the_exports_left_out_of_the_live_comparison_are_t153s_kibana_ones_and_t166s():
-    assert {p.name for p in ALL_RUNS if _csv_export(p) and not p.name.startswith(("t166_", "t170_"))} == {
+    assert {p.name for p in ALL_RUNS if _csv_export(p) and not p.name.startswith(("t166_", "t170_", "t175_"))} == {
         "t153_raise_r0_w3_kibana_csv_multiline", "t153_raise_r2_w4_kibana_csv_rows"}
+    # t175's two asciinema recordings
+    assert {p.name for p in ALL_RUNS if _csv_export(p) and p.name.startswith("t175_")} == {
+        "t175_kill_r2_w4_cast_tee", "t175_hang_r2_w3_cast_ctrlc_tee"}
     # t170's two Slack exports
     assert {p.name for p in ALL_RUNS if _csv_export(p) and p.name.startswith("t170_")} == {
         "t170_hang_r3_w4_slack_split", "t170_healthy_w3_slack_tee"}

@@ -49,7 +49,9 @@ _ECHO_TYPES = ("ChildFailedError", "CalledProcessError", "ProcessExitedException
                # an agent finding its rendezvous closed: another node's agent ended the job
                "RendezvousClosedError",
                # a notebook runner reporting the cell that failed or ran out of time (papermill, nbclient)
-               "PapermillExecutionError", "CellExecutionError", "CellTimeoutError", "DeadKernelError")
+               "PapermillExecutionError", "CellExecutionError", "CellTimeoutError", "DeadKernelError",
+               # an experiment tracker's client torn down with the process (wandb's mailbox at exit)
+               "HandleAbandonedError")
 #: The TCPStore server failing to bind its port (c10d's socket.cpp): not an echo of a peer, a port that
 #: another process holds ("...failed to listen on any local network address. port: 29500, ..., name:
 #: EADDRINUSE, message: address already in use").

@@ -43,7 +43,10 @@ def trained_on(job: JobModel, f: Failure) -> bool:
     if f.state is not None and all(e.kind == "log_error" for e in f.events):
         # A logged error is a cause only as the rank's last word: any later line of its own (a step,
         # a message) says it handled it and went on.
-        return any((e.file, e.line) > (ev.file, ev.line) and e.kind not in ERROR_KINDS for e in f.state.events)
+        # (later: further down its file, or, in another of its files, dated after it: two files' line
+        # numbers say nothing of which came first)
+        return any(e.kind not in ERROR_KINDS and ((e.file == ev.file and e.line > ev.line) or (
+            e.file != ev.file and e.ts is not None and ev.ts is not None and e.ts > ev.ts)) for e in f.state.events)
     progress = _progress_by_file(job).get(ev.file, ())
     later = [e for e in progress if e.line > ev.line]
     if any(e.kind != "train_step" for e in later):

@@ -66,7 +66,7 @@ def _marker_generation(ev: Event, current: int, numbered_job: bool) -> int | Non
 #: The kinds that start a generation, or whose line tells one ended.
 _GENERATION_KINDS = ("elastic_restart", "elastic_rdzv", "elastic_attempt", "elastic_failed", "elastic_group_failed")
 #: Headers of one host's block in a file holding several hosts' output one after the other.
-_HOST_BLOCKS = ("dshbak_header", "pssh_header")
+_HOST_BLOCKS = ("dshbak_header", "pssh_header", "kubectl_section")
 
 
 def segment_restarts(job: JobModel) -> Restarts:

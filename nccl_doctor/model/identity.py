@@ -169,7 +169,7 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
     relayed = relaying_streams(events)
     if "file_header" in kinds:
         headed_sources(events)
-    if "pssh_header" in kinds or "dshbak_header" in kinds:
+    if "pssh_header" in kinds or "dshbak_header" in kinds or "kubectl_section" in kinds:
         pssh_blocks(events)
     shared_locals = shared_local_labels(events)
     for ev in events:

@@ -299,15 +299,30 @@ def relaying_streams(events: list[Event]) -> set[tuple[str, int]]:
 _NOT_ONE_HOST = re.compile(r"[\[\],@]")
 
 
+#: Headings of one host's (or pod's) block in a file of several, one after the other.
+_BLOCK_HEADS = ("pssh_header", "dshbak_header", "kubectl_section")
+
+
+def _section_heads(events: list[Event]) -> dict[str, list[tuple[int, str]]]:
+    """file -> (line, pod or "") of a kubectl bundle's section headings, in line order."""
+    heads: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    for ev in events:
+        if ev.kind == "kubectl_section":
+            heads[ev.file].append((ev.line, str(ev.get("host") or "")))
+    return heads
+
+
 def pssh_blocks(events: list[Event]) -> None:
     """Lines after pssh's "[1] 03:45:21 [FAILURE] node02 ..." header are that host's, up to the next
     header (pssh -i prints each host's output as one block when the host is done); so are the lines
     under dshbak's header of a host (pdsh's output grouped by host)."""
     heads = _headers(events, "pssh_header", "host")
+    for file, marks in _section_heads(events).items():  # (a kubectl bundle: another command's heading ends a pod's)
+        heads[file] = sorted([*heads.get(file, []), *marks])
     for file, marks in _headers(events, "dshbak_header", "host").items():
         # (a range or pdsh's own block ends the host before it, and names no host)
         heads[file] = sorted([*heads.get(file, []), *((line, "" if _NOT_ONE_HOST.search(h) else h) for line, h in marks)])
     if heads:
         for ev in events:
-            if ev.host is None and ev.kind not in ("pssh_header", "dshbak_header") and (host := _under(heads, ev)):
+            if ev.host is None and ev.kind not in _BLOCK_HEADS and (host := _under(heads, ev)):
                 ev.host = host

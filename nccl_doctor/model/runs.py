@@ -219,4 +219,4 @@ def _last_rerun(events: list) -> int:
 
 
 #: Headers of one host's block in a file that holds several hosts' output one after the other.
-_HOST_BLOCKS = frozenset(("dshbak_header", "pssh_header"))
+_HOST_BLOCKS = frozenset(("dshbak_header", "pssh_header", "kubectl_section"))
