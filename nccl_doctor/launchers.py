@@ -35,7 +35,8 @@ _NODE_LABELS = ("pod", "pod_name", "k8s_pod_name", "host", "hostname", "instance
 _LOGFMT = re.compile(LOGFMT_START)
 _MIN_SHARE = {"srun_label": 0.6, "pdsh_host": 0.8, "mpich_rank": 0.9, "torchrun_template": 0.8,
               "worker_label": 0.6, "stern_pod": 0.8, "compose_service": 0.6, "grep_line": 0.8, "shell_time": 0.9,
-              "bracket_node": 0.8, "parallel_tag": 0.8, "email_quote": 0.5, "chat_speaker": 0.6}
+              "bracket_node": 0.8, "parallel_tag": 0.8, "email_quote": 0.5, "chat_speaker": 0.6,
+              "line_numbers": 0.8}
 #: Ambiguous prefixes whose share is counted on the lines as written, not on what the others leave.
 _ON_RAW_LINES = frozenset(("shell_time",))
 #: An unlabelled NCCL line proves that the stream is not labelled by the launcher.
