@@ -3,10 +3,10 @@ exports, Grafana's "Download CSV"): one row per log record, the record's text in
 (a traceback shipped as one record is one quoted field over several lines), its time, pod or host
 beside it, often newest first.
 
-Such a file is read as the log the rows came from: each line of a row's message becomes one JSON
-record (the row's other columns as its keys, read by ``jsonlog`` as a shipper's record is: its pod or
-host names the writer, its time dates it), rows oldest first. Every record line keeps the number of
-the file's own line it came from (``line_map``), which the report quotes. Bounded: a file larger than
+Such a file is read as the log the rows came from: each line of a row's message becomes one line as
+Loki's logcli prints it (``logcli_line``: the row's time and its pod or host before the text, read by
+launchers.toml's ``loki_labels``), each writer's rows together, oldest first. Every line keeps the number
+of the file's own line it came from (``line_map``), which the report quotes. Bounded: a file larger than
 CSV_MAX is read as plain text; a file that is no such export (no header with a message column, rows
 that do not parse) is too.
 """
@@ -96,7 +96,7 @@ def iso_time(value: str) -> str:
 
 
 def export_records(data: bytes) -> tuple[bytes, list[int]] | None:
-    """The export's rows as JSON record lines, oldest first, and for each such line the file line it
+    """The export's rows as logcli-style lines, oldest first, and for each such line the file line it
     came from; None when the data do not parse as an export."""
     try:
         text = data.decode("utf-8-sig", "replace")

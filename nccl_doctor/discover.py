@@ -14,11 +14,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .archives import is_archive, unpack
-from .errorfile import looks_like_file as looks_like_error_file
+from .errorfile import looks_like as looks_like_error_file
 from .events import Skipped
 from .flightrec.loader import is_dump_name
-from .jsonexport import looks_like_file as looks_like_json_export
-from .rasjson import looks_like_file
+from .jsonexport import export_kind
+from .rasjson import looks_like as looks_like_ras
 
 #: Files that are never logs. Flight-recorder dumps (``nccl_trace_rank_<N>``, any extension) are kept:
 #: ``flightrec.split_dumps`` reads them.
@@ -65,9 +65,7 @@ def discover(paths: list[str], folders: dict[str, int] | None = None) -> tuple[l
         seen.add(key)
         archive = is_archive(display)  # a support bundle: its members, as the folder it was packed from
         if not archive and _excluded_by_name(display) is not None and \
-                not (display.lower().endswith(".json") and (looks_like_file(display) or looks_like_error_file(display)
-                                                            or looks_like_json_export(display))):
-            # (ncclras -f json; torchelastic's error.json of a worker; a search UI's or a cloud CLI's export)
+                not (display.lower().endswith(".json") and _json_read(display)):
             skipped.append(Skipped(display, "not a log file (by its extension)"))
             return
         if not os.access(display, os.R_OK):
@@ -139,6 +137,17 @@ def discover(paths: list[str], folders: dict[str, int] | None = None) -> tuple[l
         else:
             skipped.append(Skipped(p, "no such file or folder"))
     return files, skipped
+
+
+def _json_read(path: str) -> bool:
+    """A .json file that is read all the same, told by its first bytes (read once): an ncclras report
+    (``ncclras -f json``), torchelastic's error.json of a worker, a search UI's or a cloud CLI's export."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(8192)
+    except OSError:
+        return False
+    return looks_like_ras(head[:4096]) or looks_like_error_file(head) or export_kind(head) is not None
 
 
 def _excluded_by_name(name: str) -> str | None:

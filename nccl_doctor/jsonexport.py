@@ -6,8 +6,9 @@ or a line as written), and a Slack export's channel file (messages whose text ho
 in code fences, Slack-escaped).
 
 As csvexport does for CSV, such a file is read as the log its records came from: each line of a
-record's text becomes one JSON record line (jsonlog reads its pod or host and time), oldest first, and
-each keeps the number of the file line it came from (``line_map``). Bounded: a file larger than
+record's text becomes one logcli-style line carrying its time and pod or host (a Slack message's pasted
+lines stay as written), oldest first, and each keeps the number of the file line it came from (``line_map``).
+An asciinema recording is read as the terminal's output, line by line. Bounded: a file larger than
 JSON_MAX is not converted; a file that is no such export is read as it is.
 """
 
@@ -88,8 +89,7 @@ def _slack(data: bytes) -> tuple[bytes, list[int]] | None:
         return None
     if not isinstance(doc, list):
         return None
-    lines = data.split(b"\n")
-    at = [n for n, raw in enumerate(lines, 1) if raw.lstrip().startswith(b'"text"')]
+    at = _key_lines(data, b'"text"')
     out: list[str] = []
     line_map: list[int] = []
     k = 0
@@ -110,7 +110,7 @@ def _slack(data: bytes) -> tuple[bytes, list[int]] | None:
 
 
 def _records(rows: list[tuple[int, float | None, dict, str]]) -> tuple[bytes, list[int]]:
-    """(file line, time, the record's other keys, its text) rows as JSON record lines, oldest first."""
+    """(file line, time, the record's other keys, its text) rows as logcli-style lines, oldest first."""
     dated = [t for _line, t, _keys, _text in rows if t is not None]
     if len(dated) >= 2 and dated[0] > dated[-1]:
         rows = rows[::-1]  # (newest first, as the search listed them)
@@ -142,7 +142,7 @@ def _splunk(data: bytes) -> tuple[bytes, list[int]] | None:
         pod = pod_of(str(res.get("source") or ""))
         if pod is not None:
             keys["kubernetes.pod_name"] = pod
-        rows.append((n, _epoch(keys["timestamp"]), keys, res["_raw"]))
+        rows.append((n, parse_iso(keys["timestamp"]), keys, res["_raw"]))
     return _records(rows) if rows else None
 
 
@@ -154,8 +154,7 @@ def _cloudwatch(data: bytes) -> tuple[bytes, list[int]] | None:
     events = doc.get("events") if isinstance(doc, dict) else None
     if not isinstance(events, list):
         return None
-    lines = data.split(b"\n")
-    at = [n for n, raw in enumerate(lines, 1) if raw.lstrip().startswith(b'"message"')]  # (the CLI's indented layout)
+    at = _key_lines(data, b'"message"')
     rows = []
     for i, ev in enumerate(events):
         if not isinstance(ev, dict) or not isinstance(ev.get("message"), str):
@@ -179,20 +178,11 @@ def _cloudwatch(data: bytes) -> tuple[bytes, list[int]] | None:
     return _records(rows) if rows else None
 
 
-def _epoch(iso: str) -> float | None:
-    return parse_iso(iso)
 
-
-def looks_like_file(path: str) -> bool:
-    try:
-        with open(path, "rb") as fh:
-            return export_kind(fh.read(8192)) is not None
-    except OSError:
-        return False
 
 
 def export_records(data: bytes) -> tuple[bytes, list[int]] | None:
-    """The export's records as JSON record lines and the file line of each, or None."""
+    """The export's records as lines and the file line of each, or None."""
     kind = export_kind(data[:8192])
     if kind == "splunk":
         return _splunk(data)
@@ -203,3 +193,9 @@ def export_records(data: bytes) -> tuple[bytes, list[int]] | None:
     if kind == "asciinema":
         return _asciinema(data)
     return None
+
+
+def _key_lines(data: bytes, key: bytes) -> list[int]:
+    """The file lines on which an indented JSON document's objects give ``key`` (one per object, in order:
+    the AWS CLI's and Slack's layout), where a record's evidence points."""
+    return [n for n, raw in enumerate(data.split(b"\n"), 1) if raw.lstrip().startswith(key)]

@@ -165,33 +165,37 @@ def _utf16(head: bytes) -> bool:
 
 
 def oldest_first_stream(fp: BinaryIO, size: int, probe: int = 8192) -> tuple[BinaryIO, int | list[int]]:
-    """The stream to scan a plain file from, and 0; or, for a newest-first file of at most REVERSE_MAX
-    bytes, its lines turned round in memory and its number of lines (see ``newest_first``); or, for a
-    search UI's CSV export, its rows as records and the file line of each (see ``csvexport``)."""
-    if is_plain(fp) and size <= UTF16_MAX and _utf16(fp.peek(probe)):
+    """The stream to scan a plain file from, and 0 (its lines as they are); or, for a file read otherwise,
+    that text and how its lines map onto the file's (see ``FileScan.flipped``): a UTF-16 console decoded
+    line for line (0); a page, an error file or an export turned into lines (the file line of each, see
+    ``_CONVERTED``); a newest-first file of at most REVERSE_MAX bytes turned round (its number of lines,
+    see ``newest_first``)."""
+    if not is_plain(fp):
+        return fp, 0
+    head = fp.peek(probe)
+    if size <= UTF16_MAX and _utf16(head):
         # a console saved by Windows PowerShell ("> file", Tee-Object: UTF-16LE) or Out-File -Encoding
         # BigEndianUnicode: read as the UTF-8 text it holds, line for line
         return io.BytesIO(fp.read().decode("utf-16", "replace").encode("utf-8", "surrogatepass")), 0
-    if is_plain(fp) and size <= HTML_MAX and looks_like_page(fp.peek(probe)):
-        data = fp.read()
-        lines = page_lines(data)
-        return (io.BytesIO(data), 0) if lines is None else (io.BytesIO(lines[0]), lines[1])
-    if is_plain(fp) and size <= ERROR_FILE_MAX and looks_like_error_file(fp.peek(probe)):
-        data = fp.read()
-        lines = error_lines(data)
-        return (io.BytesIO(data), 0) if lines is None else (io.BytesIO(lines[0]), lines[1])
-    if is_plain(fp) and size <= JSON_MAX and json_export_kind(fp.peek(probe)) is not None:
-        data = fp.read()
-        records = json_export_records(data)
-        return (io.BytesIO(data), 0) if records is None else (io.BytesIO(records[0]), records[1])
-    if is_plain(fp) and size <= CSV_MAX and export_header(fp.peek(probe)) is not None:
-        data = fp.read()
-        records = export_records(data)
-        return (io.BytesIO(data), 0) if records is None else (io.BytesIO(records[0]), records[1])
-    if not is_plain(fp) or size > REVERSE_MAX or not newest_first(fp.peek(probe), fp.tail(probe)):
+    for most, looks_like, convert in _CONVERTED:
+        if size <= most and looks_like(head):
+            data = fp.read()
+            lines = convert(data)  # (None: not such a file after all: read as it is)
+            return (io.BytesIO(data), 0) if lines is None else (io.BytesIO(lines[0]), lines[1])
+    if size > REVERSE_MAX or not newest_first(head, fp.tail(probe)):
         return fp, 0
     data, n = oldest_first(fp.read())
     return io.BytesIO(data), n
+
+
+#: Files read as the lines they show, in this order: (largest read, told by its first bytes, its lines and
+#: the file line of each): a saved HTML page, torchelastic's error file, a JSON export, a CSV export.
+_CONVERTED = (
+    (HTML_MAX, looks_like_page, page_lines),
+    (ERROR_FILE_MAX, looks_like_error_file, error_lines),
+    (JSON_MAX, lambda head: json_export_kind(head) is not None, json_export_records),
+    (CSV_MAX, lambda head: export_header(head) is not None, export_records),
+)
 
 
 class _UpTo(_Wrapper):

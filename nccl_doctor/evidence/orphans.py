@@ -36,10 +36,11 @@ def _started_as(job: JobModel, report):
     """The job script's line that names the pid of bash's report with a rank ("launched rank 3 pid 18886",
     "rank 1 (pid 7839) exited with status 152"), when it names that pid with one rank only."""
     pid = int_in(report.get("pid")) if report.kind == "shell_job_died" else None
-    if pid is None or started_rank(job, pid, report.file) is None:
+    rank = started_rank(job, pid, report.file) if pid is not None else None
+    if rank is None:
         return None
     return next((e for e in job.by_kind("worker_started", "worker_exit") if int_in(e.get("pid")) == pid
-                 and int_in(e.get("who", e.get("who2"))) == started_rank(job, pid, report.file)), None)
+                 and int_in(e.get("who", e.get("who2"))) == rank), None)
 
 
 def name_the_erring_child(job: JobModel, out: list[Failure], echo_ranks: set[int], timed_out: bool,

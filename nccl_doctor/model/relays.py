@@ -254,12 +254,13 @@ def rpc_relayed(events: list[Event]) -> None:
             pending = (ev.file, printer, worker, ev.line)
 
 
-def _headers(events: list[Event], kind: str, key: str) -> dict[str, list[tuple[int, str]]]:
-    """file -> (line, value) of the headers of one kind in it, in line order."""
+def _headers(events: list[Event], kind: str, key: str, empty: bool = False) -> dict[str, list[tuple[int, str]]]:
+    """file -> (line, value) of the headers of one kind in it, in line order (``empty``: those with no
+    value too, as "": a heading that ends the block above it and names nothing)."""
     heads: dict[str, list[tuple[int, str]]] = defaultdict(list)
     for ev in events:
-        if ev.kind == kind and ev.get(key):
-            heads[ev.file].append((ev.line, str(ev.get(key))))
+        if ev.kind == kind and (empty or ev.get(key)):
+            heads[ev.file].append((ev.line, str(ev.get(key) or "")))
     for marks in heads.values():
         marks.sort()
     return heads
@@ -303,21 +304,13 @@ _NOT_ONE_HOST = re.compile(r"[\[\],@]")
 _BLOCK_HEADS = ("pssh_header", "dshbak_header", "kubectl_section")
 
 
-def _section_heads(events: list[Event]) -> dict[str, list[tuple[int, str]]]:
-    """file -> (line, pod or "") of a kubectl bundle's section headings, in line order."""
-    heads: dict[str, list[tuple[int, str]]] = defaultdict(list)
-    for ev in events:
-        if ev.kind == "kubectl_section":
-            heads[ev.file].append((ev.line, str(ev.get("host") or "")))
-    return heads
-
-
 def pssh_blocks(events: list[Event]) -> None:
     """Lines after pssh's "[1] 03:45:21 [FAILURE] node02 ..." header are that host's, up to the next
     header (pssh -i prints each host's output as one block when the host is done); so are the lines
     under dshbak's header of a host (pdsh's output grouped by host)."""
     heads = _headers(events, "pssh_header", "host")
-    for file, marks in _section_heads(events).items():  # (a kubectl bundle: another command's heading ends a pod's)
+    for file, marks in _headers(events, "kubectl_section", "host", empty=True).items():
+        # (a kubectl bundle: another command's heading ends a pod's block)
         heads[file] = sorted([*heads.get(file, []), *marks])
     for file, marks in _headers(events, "dshbak_header", "host").items():
         # (a range or pdsh's own block ends the host before it, and names no host)
