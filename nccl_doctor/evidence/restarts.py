@@ -12,6 +12,7 @@ from operator import attrgetter
 
 from ..events import Event
 from ..model import JobModel
+from ..model.relays import HOST_BLOCK_KINDS
 from .launcher_facts import attempt_in_path
 from .nccl_facts import int_in
 
@@ -65,8 +66,6 @@ def _marker_generation(ev: Event, current: int, numbered_job: bool) -> int | Non
 
 #: The kinds that start a generation, or whose line tells one ended.
 _GENERATION_KINDS = ("elastic_restart", "elastic_rdzv", "elastic_attempt", "elastic_failed", "elastic_group_failed")
-#: Headers of one host's block in a file holding several hosts' output one after the other.
-_HOST_BLOCKS = ("dshbak_header", "pssh_header", "kubectl_section")
 
 
 def segment_restarts(job: JobModel) -> Restarts:
@@ -102,7 +101,7 @@ def segment_restarts(job: JobModel) -> Restarts:
                 started = gen  # the first line of torchrun's attempt_<k> log folder
             if ev.kind == "elastic_failed":
                 agent_failed = True
-            elif ev.kind in _HOST_BLOCKS:
+            elif ev.kind in HOST_BLOCK_KINDS:
                 agent_failed = False  # another host's block (dshbak, pssh -i): its workers, not a new attempt
             elif agent_failed and started is None and ev.kind in _WORKER_START and ev.get("listed") is None:
                 # torchrun logs "will restart worker group" at INFO only: the workers writing again

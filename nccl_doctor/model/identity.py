@@ -20,7 +20,7 @@ from functools import lru_cache
 
 from ..events import Event, by_place
 from .links import _Union, link_launcher_maps, shared_local_labels
-from .relays import headed_sources, pssh_blocks, relay_writers, relaying_streams
+from .relays import HOST_BLOCK_KINDS, headed_sources, pssh_blocks, relay_writers, relaying_streams
 
 #: Only explicit words: "worker-1" or "node-3" in a file name is usually a host, not a rank.
 _FILE_RANK = re.compile(r"(?:^|[^a-z])(?:rank|task)[-_.]?(\d{1,7})(?:\D|$)", re.I)
@@ -169,7 +169,7 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
     relayed = relaying_streams(events)
     if "file_header" in kinds:
         headed_sources(events)
-    if "pssh_header" in kinds or "dshbak_header" in kinds or "kubectl_section" in kinds:
+    if not HOST_BLOCK_KINDS.isdisjoint(kinds):
         pssh_blocks(events)
     shared_locals = shared_local_labels(events)
     for ev in events:

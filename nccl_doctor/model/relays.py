@@ -184,7 +184,7 @@ def checkpoint_relayed(events: list[Event]) -> None:
     traceback inside, headed "Traceback (most recent call last): (RANK 2)": that traceback, up to its
     exception line, is rank 2's own, whoever printed it (the CheckpointException line that follows
     names rank 2 too: evidence.exits.fail_ranks)."""
-    if not any(ev.kind == "traceback_start" and "relayed_rank" in ev.fields for ev in events if ev.kind == "traceback_start"):
+    if not any("relayed_rank" in ev.fields for ev in events if ev.kind == "traceback_start"):
         return
     relaying: tuple[str, int | None, int] | None = None  # (file, the printer's rank, the relayed rank)
     for ev in events:
@@ -300,8 +300,9 @@ def relaying_streams(events: list[Event]) -> set[tuple[str, int]]:
 _NOT_ONE_HOST = re.compile(r"[\[\],@]")
 
 
-#: Headings of one host's (or pod's) block in a file of several, one after the other.
-_BLOCK_HEADS = ("pssh_header", "dshbak_header", "kubectl_section")
+#: Headings of one host's (or pod's) block in a file of several, one after the other (pssh -i, dshbak,
+#: a kubectl bundle): what comes after one is another host's output, never a later run's.
+HOST_BLOCK_KINDS = frozenset(("pssh_header", "dshbak_header", "kubectl_section"))
 
 
 def pssh_blocks(events: list[Event]) -> None:
@@ -317,5 +318,5 @@ def pssh_blocks(events: list[Event]) -> None:
         heads[file] = sorted([*heads.get(file, []), *((line, "" if _NOT_ONE_HOST.search(h) else h) for line, h in marks)])
     if heads:
         for ev in events:
-            if ev.host is None and ev.kind not in _BLOCK_HEADS and (host := _under(heads, ev)):
+            if ev.host is None and ev.kind not in HOST_BLOCK_KINDS and (host := _under(heads, ev)):
                 ev.host = host

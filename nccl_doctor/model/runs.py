@@ -20,6 +20,7 @@ from operator import attrgetter
 from ..timeparse import _epoch
 from .identity import logdir_slot
 from .job import ERROR_KINDS
+from .relays import HOST_BLOCK_KINDS
 
 #: A date and time in a file's name or folder: 20261127-155405, 2026-11-27_15-54-05, 20261127T155405.
 _NAME_TIME = re.compile(r"(?<!\d)(20\d\d)-?([01]\d)-?([0-3]\d)[-_T.]?([0-2]\d)[-_:]?([0-5]\d)[-_:]?([0-5]\d)(?!\d)")
@@ -208,7 +209,7 @@ def _last_rerun(events: list) -> int:
             rows = set()
     # A file of per-host blocks (pdsh's output sorted by dshbak, pssh -i): a block after the table's is
     # another host's output, never a later run.
-    blocks = [e.line for e in events if e.kind in _HOST_BLOCKS]
+    blocks = [e.line for e in events if e.kind in HOST_BLOCK_KINDS]
     cut = 0
     for last, ranks, one_agent in tables:
         end = min((b for b in blocks if b > last), default=None)
@@ -216,7 +217,3 @@ def _last_rerun(events: list) -> int:
                 e.rank in ranks or (one_agent and e.rank is None and e.kind == "rank_world")) for e in events):
             cut = last
     return cut
-
-
-#: Headers of one host's block in a file that holds several hosts' output one after the other.
-_HOST_BLOCKS = frozenset(("dshbak_header", "pssh_header", "kubectl_section"))
