@@ -96,7 +96,8 @@ LOGFMT_START = r"[A-Za-z_@][\w.@-]{0,63}=(?=\S)"
 
 def decode_logfmt(text: str) -> tuple[dict, str] | None:
     """(launcher fields, the record's text) of a logfmt record: the whole line is key=value pairs
-    (three at least), one of them a message; else None (an environment dump, a plain line)."""
+    (three at least), one of them a message or a step counter; else None (an environment dump, a plain
+    line)."""
     if len(text) > MAX_LINE:
         return None
     obj: dict = {}
@@ -146,6 +147,8 @@ def _record(obj: dict, rest: str, name: str) -> tuple[dict, str] | None:
     one word (the record's own keys, as a line would show them)."""
     keys = load_keys()
     msg = _lookup(obj, keys["message"], _is_text)
+    if msg is None and name == "logfmt_record" and _COUNTER_KEYS.intersection(obj):
+        msg = ""  # a metrics line of pairs only ("rank=2 step=4 loss=2.10"): the patterns read its keys
     if msg is None:
         return None
     fields: dict = {"launchers": [name]}

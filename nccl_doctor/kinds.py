@@ -217,7 +217,8 @@ KINDS: dict[str, str] = {
     "signal": "signal (number), sig (SIGABRT, 'Segmentation fault', 'Fatal Python error', ...), pid, detail (Fatal Python "
     "error text): 'Signal 6 (SIGABRT) received by PID 1234', '*** SIGSEGV ... received by PID', 'Segmentation fault'",
     "xid": "pci, code, msg: 'NVRM: Xid (PCI:0000:..): 79, ...' / 'NVRM: GPU at PCI:.. has fallen off the bus' (captured dmesg)",
-    "oom_killer": "pid, process: 'Out of memory: Killed process 1234 (python)' / 'oom-kill:...task=python,pid=1234'; "
+    "oom_killer": "pid, process, rss_kb: 'Out of memory: Killed process 1234 (python) ... anon-rss:1000kB' / "
+    "'oom-kill:...task=python,pid=1234'; "
     "count, step: slurmstepd 'Detected 1 oom-kill event(s) in StepId=4242.0'",
     "fabric_manager": "msg: nvidia-fabricmanager messages / 'fabric manager' state lines",
     # ---- torchrun / torch.distributed.elastic ----

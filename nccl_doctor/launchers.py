@@ -24,7 +24,8 @@ _RAY_RANK = re.compile(r"\[rank=(\d{1,7})\]")
 _NOT_HOSTS = {"INFO", "WARNING", "ERROR", "DEBUG", "CRITICAL", "srun", "slurmstepd", "wandb", "Traceback",
               "RuntimeError", "Exception", "warnings", "NOTE", "Note", "usage", "error", "warning",
               # a training script's progress words ("step: 12 loss: 0.31"), not pdsh host names
-              "step", "Step", "STEP", "epoch", "Epoch", "iter", "Iter", "iteration", "Iteration", "loss", "Loss"}
+              "step", "Step", "STEP", "epoch", "Epoch", "iter", "Iter", "iteration", "Iteration", "loss", "Loss",
+              "Train", "train", "Test", "test", "Eval", "eval", "Valid", "valid", "Validation", "val"}
 #: Prefixes added by log collectors outside every launcher: ambiguous launcher prefixes may follow them.
 _COLLECTORS = frozenset({"k8s_timestamp", "kubectl_prefix", "ansi_remnant", "stern_pod", "journald", "compose_service",
                          "bracket_iso_time", "loki_labels", "shell_time", "bracket_node"})

@@ -23,10 +23,6 @@ from judge import judge_run  # noqa: E402
 #: Runs the reasoning still gets wrong, each with what an expert reads there (strict: a fix must
 #: remove it from here). Counted as wrong by benchmarks/accuracy.py too.
 KNOWN_WRONG = {
-    "t42_sleep_r0_w2_timeout_int_redirect": "rank 0's KeyboardInterrupt is in time.sleep (console.log:39-46) while rank 1 "
-                                            "lost it in all_reduce; but where a signal finds each rank is a snapshot (a "
-                                            "healthy job's ranks are anywhere: t45_preempt_*), and no dated step line "
-                                            "shows the job had stalled before the stop",
     "t42_spin_r1_w3_ctrlc_split": "rank 1's KeyboardInterrupt is in its loader's spin (console.err:5-17), the others lost it "
                                   "in backward; every last step is 11 and no step line is dated: nothing shows a stall",
     "t45_spin_r1_w4_ctrlc_rank_redirect": "rank 1's KeyboardInterrupt is in its spinning loader while its TP partner waits "
@@ -197,9 +193,6 @@ KNOWN_WRONG = {
                                                "(ddp_mlp_smoke.ipynb:273-277: ranks 1-2 reached step 15, rank 0 not) "
                                                "tell rank 0 was stuck: a runner's timeout is not read as a stop from "
                                                "outside",
-    "t172_oomkill_r2_2x2_bundle_redirect": "the kubelet's OOMKilling event names pid 14087 (debug-xgb-distill-7.txt:351), "
-                                           "which only the script's own 'rank 2 | pid 14087 | pod ...' line (:299) ties to "
-                                           "rank 2: that form is not read as a pid-to-rank map",
     "t176_exit1_r3_w4_wandball_discard": "torchrun's output went to /dev/null; rank 3's ERROR is only in a wandb "
                                          "offline run's files/output.log, and which rank that run was only its "
                                          "logs/debug.log says (config: {'rank': 3}): a tracker's run folder is not "

@@ -81,6 +81,9 @@ def fail_ranks(job: JobModel, ev: Event) -> list[int | None]:
         st = state_for_pid(job, ev.get("pid"), ev.get("host") or host_of(job, ev), ev.file)
         if st is not None:
             return [st.rank]
+        said = self_pid_rank(job, int_in(ev.get("pid")))
+        if said is not None and ev.kind in ("oom_killer", "timer_reaped"):
+            return [said]  # (a kernel's or a timer's kill of a pid only the rank's own line names)
         if ev.kind == "elastic_failed" and (ev.file, int_in(ev.get("pid"))) in _table_ranks(job):
             return [_table_ranks(job)[(ev.file, int_in(ev.get("pid")))]]
         if ev.kind == "elastic_failed" and int_in(ev.get("local_rank")) is not None and _one_agent_for_all(job):
@@ -157,6 +160,31 @@ def _started_pids(job: JobModel) -> dict[tuple[str | None, int | None], int]:
             seen[(_folder(ev.file), int_in(ev.get("pid")))].add(who)
             seen[(None, int_in(ev.get("pid")))].add(who)
     return {k: next(iter(v)) for k, v in seen.items() if len(v) == 1}
+
+
+#: Lines apart that one OOM event's kills are printed at most (the kernel's or an event list's rows).
+_OOM_BURST = 8
+
+
+def oom_collateral(job: JobModel, ev: Event) -> bool:
+    """An OOM kill of a process that was not what ran out of memory: the kernel killed a larger one in
+    the same event (the lines around it, at the same time where dated), as a container's cgroup with
+    ``memory.oom.group`` kills every process of it at once; the largest resident set (``anon-rss``) is
+    the one the OOM killer chose, the others go with it."""
+    rss = int_in(ev.get("rss_kb"))
+    if ev.kind != "oom_killer" or rss is None:
+        return False
+    return any(int_in(o.get("rss_kb")) is not None and int_in(o.get("rss_kb")) > rss  # type: ignore[operator]
+               and o.file == ev.file and abs(o.line - ev.line) <= _OOM_BURST and (o.ts is None or ev.ts is None or o.ts == ev.ts)
+               for o in job.by_kind("oom_killer"))
+
+
+def self_pid_rank(job: JobModel, pid: int | None) -> int | None:
+    """The one rank whose own line names this pid as its own ("started on vm pid 13022", "rank 2 |
+    pid 14087 | ..."): what ties a kill report to a rank whose lines carry no pid."""
+    owners = {global_rank(job, e) for e in job.by_kind("self_pid") if pid is not None and e.get("self_pid") == pid}
+    owners.discard(None)
+    return next(iter(owners)) if len(owners) == 1 else None
 
 
 def started_rank(job: JobModel, pid: int | None, file: str | None = None) -> int | None:

@@ -31,6 +31,7 @@ from .exits import (
     expand_tasks,
     fail_ranks,
     forced_kill,
+    oom_collateral,
     outside_sigterm,
     silent_exits_together,
     srun_first_kill,
@@ -270,6 +271,8 @@ def failures(job: JobModel) -> list[Failure]:
         if ev.kind == "python_exception" and caught(job, ev):
             caught_errors.append(ev)  # logged under "..., skipping" / "retrying": caught, and the process went on
             continue
+        if oom_collateral(job, ev):
+            continue  # killed with a larger process of its container by one OOM event: not what ran out
         if ev.kind == "shell_job_died" and any(ev is k for k in launcher_killed(job)):
             continue  # the launcher the job script ran was killed from outside: no rank's failure
         if ev.kind == "python_exception" and chained_to_echo(job, ev, job_timed_out, timed):

@@ -23,7 +23,8 @@ from ..events import Event, by_place
 from ..model import JobModel, RankState
 from .behind import lone_last_line
 from .causes import _PEER_GONE
-from .facts import _per_job, global_rank, plural
+from .exits import self_pid_rank
+from .facts import _per_job, plural
 from .failures import failures
 from .launcher_facts import progress_key, progress_text
 from .outside import STOP_TYPES, interrupted, launcher_killed, stopped_from_outside
@@ -141,11 +142,10 @@ def _left_running(job: JobModel, known: dict[int, RankState]) -> Stuck | None:
     if len(pids) != 1:
         return None
     pid = next(iter(pids))
-    said = [e for e in job.by_kind("self_pid") if e.get("self_pid") == pid]
-    owners = {global_rank(job, e) for e in said} - {None}
-    if len(owners) != 1 or next(iter(owners)) not in known:
+    rank = self_pid_rank(job, pid)
+    if rank not in known:
         return None
-    rank = next(iter(owners))
+    said = [e for e in job.by_kind("self_pid") if e.get("self_pid") == pid]
     return Stuck(rank, known[rank], f"every rank reached step {last[rank]}, and when the job was stopped from outside "
                  f"torchrun had only this rank's process (pid {pid}) left to stop", "medium", [sent[0], said[0]],
                  what="never exited after training")
