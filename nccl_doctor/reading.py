@@ -25,6 +25,7 @@ from .htmlpage import looks_like as looks_like_page
 from .jsonexport import JSON_MAX
 from .jsonexport import export_kind as json_export_kind
 from .jsonexport import export_records as json_export_records
+from .legacy_text import legacy_encoding
 
 CHUNK = 8 << 20
 MAX_LINE = 64 << 10
@@ -177,6 +178,11 @@ def oldest_first_stream(fp: BinaryIO, size: int, probe: int = 8192) -> tuple[Bin
         # a console saved by Windows PowerShell ("> file", Tee-Object: UTF-16LE) or Out-File -Encoding
         # BigEndianUnicode: read as the UTF-8 text it holds, line for line
         return io.BytesIO(fp.read().decode("utf-16", "replace").encode("utf-8", "surrogatepass")), 0
+    legacy = legacy_encoding(head) if size <= UTF16_MAX else None
+    if legacy is not None:
+        # a console saved in GBK, Shift-JIS, EUC-JP, cp1251, KOI8-R or cp1252 (legacy_text): read as the
+        # UTF-8 text it holds, line for line (their newlines are the same byte)
+        return io.BytesIO(fp.read().decode(legacy, "replace").encode("utf-8", "surrogatepass")), 0
     for most, looks_like, convert in _CONVERTED:
         if size <= most and looks_like(head):
             data = fp.read()

@@ -370,8 +370,13 @@ def _only_echoes_unclaimed(job: JobModel, file: str) -> bool:
     """The tracebacks in ``file`` that no rank claims (printed before ``init_process_group`` gave
     the ranks their prefixes, or by a script without them) are all echoes of a wait or a lost peer:
     then an exit code 1 without a traceback of its own is one of those echoes."""
-    loose = [e for e in job.by_kind(*_OWN) if e.file == file and getattr(owner(job, e), "rank", None) is None
+    own = job.by_kind(*_OWN)
+    loose = [e for e in own if e.file == file and getattr(owner(job, e), "rank", None) is None
              and not str(e.get("exc_type") or "").endswith(_LAUNCHER_TYPES)]  # the launcher's own traceback
+    # (one a rank's claimed traceback repeats word for word is that rank's, told twice: logged by the
+    # script's handler, then raised through torch's "[rankN]:" hook; it is no unclaimed writer's)
+    claimed = {(e.get("exc_type"), e.get("msg")) for e in own if getattr(owner(job, e), "rank", None) is not None}
+    loose = [e for e in loose if (e.get("exc_type"), e.get("msg")) not in claimed]
     return bool(loose) and all(classify(e, True, False) is None for e in loose)
 
 

@@ -28,7 +28,7 @@ from .named import named_silent
 from .progress import PHASE_WORDS, phase_of
 from .ras import healthy as healthy_report
 from .rendezvous import deadlocked, incomplete
-from .statements import named_by_torch
+from .statements import barrier_roots, named_by_torch
 from .suspects import _CONF, Suspect, lagging_ranks, stage_outliers
 from .timeouts import timed_out_states, timeouts_by_pg
 
@@ -44,13 +44,15 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
     killed_states, killed = killed_ranks(job)
     spoke = _snippet_ranks(job)  # Ray's controller quotes their errors: not silent, even when deduplicated away
     common = common_complaints(job)  # what every rank logged alike before they parted: no error of its own
+    waited = barrier_roots(job)  # a monitored barrier's root that reported missing ranks timed out there
 
     def quiet(st: RankState | None, rank: int | None) -> bool:
         """No error (not even an echo of someone else's), no timeout and no kill by the launcher:
         the dead rank usually writes nothing."""
         busy = st is not None and (id(st) in failed_states or id(st) in timed or id(st) in killed_states
                                    or any(id(e) not in common for e in st.errors))
-        return not busy and rank not in failed_ranks and rank not in killed and rank not in spoke
+        return not busy and rank not in failed_ranks and rank not in killed and rank not in spoke \
+            and rank not in waited
 
     def add(s: Suspect) -> None:
         if s.host is None and s.rank is not None:

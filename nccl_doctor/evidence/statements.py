@@ -53,6 +53,13 @@ def named_by_torch(job: JobModel) -> list[Statement]:
     return _barrier(job) + _store_keys(job)
 
 
+@_per_job
+def barrier_roots(job: JobModel) -> set[int]:
+    """The ranks whose monitored barrier reported missing ranks: they waited there until it timed out."""
+    return {r for e in job.by_kind("torch_barrier_missing")
+            if (r := int_in(e.get("reporter")) if e.get("reporter") is not None else e.rank) is not None}
+
+
 def _barrier(job: JobModel) -> list[Statement]:
     by_ranks: dict[tuple[int, ...], list[Event]] = defaultdict(list)
     for ev in job.by_kind("torch_barrier_missing"):

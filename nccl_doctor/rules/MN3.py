@@ -17,6 +17,7 @@ from ..events import Event
 from ..evidence import facts, ras
 from ..evidence.dumps import dump_facts
 from ..evidence.facts import fmt_ms, fmt_ranks, pg_label, plural
+from ..evidence.statements import barrier_roots
 from ..findings import Finding, Severity
 from ..model import JobModel, pg_key
 from .base import Rule
@@ -113,9 +114,15 @@ def _not_reporting(job: JobModel, pg: str, pt: facts.PgTimeouts) -> str:
     if not silent:
         return f"all {job.ranks_expected} ranks reported"
     elsewhere = {r for p in facts.timeouts_by_pg(job).values() for r in p.ranks} & set(silent)
+    barrier = barrier_roots(job) & set(silent)
+    silent = [r for r in silent if r not in barrier]
+    if not silent:
+        return f"every other rank reported ({facts.name_ranks(barrier)} in its monitored barrier)"
     out = f"{plural(len(silent), 'rank')} of {job.ranks_expected} did not report here: {fmt_ranks(silent)}"
     if elsewhere:
         out += f" ({facts.name_ranks(elsewhere)} timed out in another group)"
+    if barrier:
+        out += f" ({facts.name_ranks(barrier)} timed out in its monitored barrier)"
     return out
 
 
