@@ -76,10 +76,6 @@ KNOWN_WRONG = {
                                        "the others lose it) and a second attempt in the same task files resumes and "
                                        "completes ('Job completed successfully' on every task); attempts appended to "
                                        "one file by submitit are not split into runs",
-    "t69_desync_r1_w4_tee3": "rank 1 alone logs 'Non-finite input in batch 12, skipping' and runs a step ahead: "
-                             "the four ranks time out in three different collectives (rank 1 in the loss all_reduce "
-                             "of its logging batch, 0 and 3 in DDP's buffer broadcast, 2 in a backward); call sites "
-                             "that single out no rank, and the one rank-only warning is not weighed",
     "t68_desync_extra_r2_w4_det_redirect": "rank 2 calls one extra all_reduce; gloo aborts it (expects 4 bytes, gets "
                                            "14876: the others' gradient bucket; the table's only SIGABRT) while ranks "
                                            "1 and 3 lose it in the same update_params line; rank 0 left no line, so "
@@ -197,6 +193,10 @@ KNOWN_WRONG = {
                                          "offline run's files/output.log, and which rank that run was only its "
                                          "logs/debug.log says (config: {'rank': 3}): a tracker's run folder is not "
                                          "tied to a rank",
+    "t186_kill_n2_missing_scratch": "the lost node hpc-r2-n06 left no log (its console was on node-local scratch); "
+                                    "only rank 0's own 'node layout: hpc-r2-n05: ranks [0, 1]; hpc-r2-n06: ranks "
+                                    "[2, 3]' line (train-hpc-r2-n05.log:3) names the host of the ranks the survivors "
+                                    "lost: a script's layout line is not read as a rank-to-host map",
     "t177_hang_r2_w4_buildkite_timeout_split": "the CI cancelled the hung job (SIGTERM, no traceback from any rank); "
                                                "only rank 2's own 'shard ... not staged yet, waiting' line, after "
                                                "every rank's step 58, tells who was stuck outside the collective",

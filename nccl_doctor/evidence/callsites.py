@@ -51,11 +51,16 @@ def odd_call_site(job: JobModel) -> OddSite | None:
     world = job.ranks_expected or len(job.known_ranks())
     if len(sites) < 3 or len(sites) != world or job.kinds("elastic_restart"):
         return None  # a rank that says nothing (hung, killed) or one that failed is the story; a restart mixes attempts
-    counts = Counter(site[0] for site in sites.values())
-    (top, n), *rest = counts.most_common()
-    odd = [r for r, site in sites.items() if site[0] != top]
+    where = {r: site[0] for r, site in sites.items()}
+    top, n, odd = _one_apart(where)
     if n < 2 or len(odd) != 1:
-        return None
+        # the others at several lines of one function (a training step's forward and backward), the
+        # stray one in another function (a logging helper's all_reduce): apart by the function
+        where = {r: (site[0][0], site[1].get("func")) for r, site in sites.items()}
+        top_func, n, odd = _one_apart(where)
+        if n < 2 or len(odd) != 1:
+            return None
+        top = next(site[0] for r, site in sites.items() if where[r] == top_func)
     rank = odd[0]
     key, frame, exc, in_c10d = sites[rank]
     text = " ".join(str(v) for v in (exc.get("msg"), exc.get("err")) if v) or exc.text
@@ -64,8 +69,15 @@ def odd_call_site(job: JobModel) -> OddSite | None:
         # it lost a peer outside any collective, or when the launcher stopped it (a SIGTERM handler's own
         # collective): stopped where it hung, not a desync
         return None
-    majority = sorted(r for r, site in sites.items() if site[0] == top)
-    lead = sites[majority[0]]
+    majority = sorted(r for r in sites if r != rank)
+    lead = next(sites[r] for r in majority if sites[r][0] == top)
+    lines = ", ".join(f":{n}" for n in sorted({sites[r][0][1] for r in majority}))[1:]
     return OddSite(rank, f"{key[0]}:{key[1]} (in {frame.get('func')})",
-                   f"{top[0]}:{top[1]} (in {lead[1].get('func')})", majority, [frame, exc, lead[1], lead[2]])
+                   f"{top[0]}:{lines} (in {lead[1].get('func')})", majority, [frame, exc, lead[1], lead[2]])
+
+
+def _one_apart(where: dict[int, object]) -> tuple[object, int, list[int]]:
+    """(the place most ranks share, how many share it, the ranks elsewhere)."""
+    (top, n), *_rest = Counter(where.values()).most_common()
+    return top, n, [r for r, w in where.items() if w != top]
 

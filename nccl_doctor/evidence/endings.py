@@ -36,6 +36,7 @@ from .exits import fail_ranks, forced_kills, state_for_pid, table_rank
 from .facts import _per_job, file_host, fmt_ranks, global_rank, int_in, plural
 from .failures import failures
 from .recovery import clean_restart
+from .rendezvous import node_name
 from .sites import script_site
 from .statements import aborted_in_tables, mismatch_reports
 from .teardown import harmless
@@ -302,7 +303,8 @@ def host_of_rank(job: JobModel, e: Ending) -> str | None:
         if len(hosts) == 1 and None not in hosts:
             return next(iter(hosts))
     files = set(e.state.files) if e.state is not None else set()
-    hosts = {file_host(job, f) for f in files}
+    # (a node's console named after it, "cpu-n041.log"; its --log-dir files beside it name none)
+    hosts = {node_name(job, f) for f in files} - {None}
     return next(iter(hosts)) if len(hosts) == 1 else None
 
 
