@@ -8,6 +8,7 @@ stays in C (``bytes.find``/``count``) and never touches uninteresting lines in P
 from __future__ import annotations
 
 import bz2
+import codecs
 import gzip
 import io
 import lzma
@@ -120,9 +121,9 @@ class _Zstd(_Wrapper):
 
 
 
-#: A UTF-16 file (its byte-order mark says so) is read as the text it holds when at most this large
-#: (decoded whole); a larger one is read as it is.
-UTF16_MAX = 256 << 20
+#: A UTF-16 file (its byte-order mark says so) or one in a legacy encoding (legacy_text) is read as the
+#: text it holds, decoded as it is read (a piece at a time: memory stays bounded whatever its size).
+_UTF16_PIECE = 1 << 20
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 #: A file whose lines run newest first (logcli's default order, a Grafana export) is read oldest first
 #: when it is at most this large (it is read whole to be turned round); a larger one is read as it is.
@@ -174,15 +175,15 @@ def oldest_first_stream(fp: BinaryIO, size: int, probe: int = 8192) -> tuple[Bin
     if not is_plain(fp):
         return fp, 0
     head = fp.peek(probe)
-    if size <= UTF16_MAX and _utf16(head):
+    if _utf16(head):
         # a console saved by Windows PowerShell ("> file", Tee-Object: UTF-16LE) or Out-File -Encoding
         # BigEndianUnicode: read as the UTF-8 text it holds, line for line
-        return io.BytesIO(fp.read().decode("utf-16", "replace").encode("utf-8", "surrogatepass")), 0
-    legacy = legacy_encoding(head) if size <= UTF16_MAX else None
+        return Transcoded(fp, "utf-16"), 0
+    legacy = legacy_encoding(head)
     if legacy is not None:
         # a console saved in GBK, Shift-JIS, EUC-JP, cp1251, KOI8-R or cp1252 (legacy_text): read as the
         # UTF-8 text it holds, line for line (their newlines are the same byte)
-        return io.BytesIO(fp.read().decode(legacy, "replace").encode("utf-8", "surrogatepass")), 0
+        return Transcoded(fp, legacy), 0
     for most, looks_like, convert in _CONVERTED:
         if size <= most and looks_like(head):
             data = fp.read()
@@ -192,6 +193,32 @@ def oldest_first_stream(fp: BinaryIO, size: int, probe: int = 8192) -> tuple[Bin
         return fp, 0
     data, n = oldest_first(fp.read())
     return io.BytesIO(data), n
+
+
+class Transcoded(io.RawIOBase):
+    """A byte stream in another encoding, read as UTF-8 a piece at a time (an incremental decoder keeps
+    a character cut between two pieces whole; what does not decode becomes a replacement mark)."""
+
+    def __init__(self, raw: BinaryIO, encoding: str):
+        self._raw = raw
+        self._decoder = codecs.getincrementaldecoder(encoding)("replace")
+        self._pending = b""
+        self._done = False
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        while not self._done and (n < 0 or len(self._pending) < n):
+            piece = self._raw.read(_UTF16_PIECE)
+            text = self._decoder.decode(piece, final=not piece)
+            self._pending += text.encode("utf-8", "surrogatepass")
+            self._done = not piece
+        if n < 0:
+            out, self._pending = self._pending, b""
+        else:
+            out, self._pending = self._pending[:n], self._pending[n:]
+        return out
 
 
 #: Files read as the lines they show, in this order: (largest read, told by its first bytes, its lines and

@@ -58,3 +58,20 @@ def test_a_gbk_console_quotes_the_rank_s_own_message(tmp_path):
     (tmp_path / "console.log").write_bytes(("\n".join(lines) + "\n").encode("gbk"))
     verdict = analyze([str(tmp_path)], jobs=1).verdict
     assert verdict["summary"].startswith("rank 1 failed first: ValueError: 样本 549 的标签 11 超出范围"), verdict["summary"]
+
+
+@pytest.mark.parametrize(("encoding", "codec"), [("gbk", "gb18030"), ("utf-16", "utf-16"), ("cp932", "cp932")])
+def test_transcoding_streams_whatever_the_size(encoding, codec):
+    """Read a piece at a time (1 MB): a character cut between two pieces comes out whole, and reads of
+    any size give the same bytes as the whole text encoded as UTF-8."""
+    import io
+
+    from nccl_doctor.reading import Transcoded
+
+    text = (ZH if codec != "cp932" else JA) * 20000  # a few MB: several pieces, characters cut at their edges
+    data = text.encode(encoding)
+    assert Transcoded(io.BytesIO(data), codec).read() == text.encode("utf-8")
+    stream, parts = Transcoded(io.BytesIO(data), codec), []
+    while piece := stream.read(777_777):
+        parts.append(piece)
+    assert b"".join(parts) == text.encode("utf-8")

@@ -53,7 +53,7 @@ from .facts import (
 from .failure_record import Failure
 from .numerics import spread_failures
 from .oddsetting import set_otherwise
-from .orphans import name_the_erring_child, pair_loose_traceback
+from .orphans import name_the_erring_child, pair_loose_traceback, told_twice
 from .outside import agent_signals, launcher_killed
 from .recovery import before_clean_restart, trained_between, trained_on
 from .rendezvous import (
@@ -249,7 +249,18 @@ def _reporting_files(job: JobModel) -> set[str]:
 @_per_job
 def _rank_files(job: JobModel) -> set[str]:
     """Files holding lines of a known rank."""
-    return {f for st in job.ranks if st.rank is not None for f in st.files}
+    return set(_file_ranks(job))
+
+
+@_per_job
+def _file_ranks(job: JobModel) -> dict[str, set[int]]:
+    """file -> the known ranks whose lines it holds."""
+    out: dict[str, set[int]] = defaultdict(set)
+    for st in job.ranks:
+        if st.rank is not None:
+            for f in st.files:
+                out[f].add(st.rank)
+    return out
 
 
 @_per_job
@@ -303,6 +314,8 @@ def failures(job: JobModel) -> list[Failure]:
             if host is not None and rank is not None and ev.kind == "elastic_cfe":
                 host = job.rank_hosts.get(rank, host)  # (the table's "localhost" may be the node's name)
             host = host or (rst.host if rst is not None else None) or ev.host or file_host(job, ev.file)
+            if host is None and rank is not None and len(_file_ranks(job).get(ev.file, ())) > 1:
+                host = node_name(job, ev.file)  # a node's console named after it ("cw-q-11.log"), its ranks' lines
             if host is None and rank is None and (st is None or st.rank is None) and ev.file not in _rank_files(job):
                 host = node_name(job, ev.file)  # an agent's console of no rank: named after its node
             if host is None and ev.kind == "ds_exit":
@@ -336,6 +349,7 @@ def failures(job: JobModel) -> list[Failure]:
                            events=pb.events, label=f"the torchrun agent on {pb.hosts[0]}" if pb.hosts else None))
     out = name_the_erring_child(job, out, echo[1], job_timed_out, timed)
     out = pair_loose_traceback(job, out, echo[1])
+    out = told_twice(out)
     # a nobody's error line that no failed exit of its file took (pair_loose_traceback) is no one's
     out = [f for f in out if f.rank is not None or f.label is not None or f.state is not None
            or not all(e.kind == "log_error" for e in f.events)]

@@ -258,3 +258,23 @@ def _only_unspoken_rank(job: JobModel, file: str) -> int | None:
     known = job.known_ranks()
     unspoken = [r for r in listed if r not in known or not (known[r].errors or known[r].timeouts)]
     return unspoken[0] if len(unspoken) == 1 else None
+
+
+def told_twice(out: list[Failure]) -> list[Failure]:
+    """A failure of a process of unknown rank that repeats word for word the failure of one rank (on
+    the same host, when its host is known) (a rank's own log file that names no rank, beside the console where torch's
+    "[rankN]:" hook printed the same exception) is that rank's, told twice: merged into it."""
+    named: dict[str, list[Failure]] = defaultdict(list)
+    for f in out:
+        if f.rank is not None and f.category != "exit":
+            named[f.what].append(f)
+    drop: set[int] = set()
+    for f in out:
+        if f.rank is not None or f.label is not None or f.category == "exit":
+            continue
+        # (a file of no known host, "logs/dgx-18/rank1.log", may be any host's)
+        same = [g for g in named.get(f.what, []) if f.host is None or g.host in (None, f.host)]
+        if len(same) == 1:
+            same[0].events.extend(f.events)
+            drop.add(id(f))
+    return [f for f in out if id(f) not in drop]

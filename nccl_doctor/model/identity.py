@@ -20,6 +20,7 @@ from functools import lru_cache
 
 from ..events import Event, by_place
 from .links import _Union, link_launcher_maps, shared_local_labels
+from .numbered import local_named, numbered_ranks
 from .relays import HOST_BLOCK_KINDS, headed_sources, pssh_blocks, relay_writers, relaying_streams
 
 #: Only explicit words: "worker-1" or "node-3" in a file name is usually a host, not a rank.
@@ -240,13 +241,23 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
             root = root_of[k] = uf.find(k)
         groups[root].append(ev)
     procs = [Proc(key=root, events=evs, files={e.file for e in evs}) for root, evs in groups.items()]
+    labels: dict[str, set] = defaultdict(set)
+    for ev in events:
+        if ev.rank is not None:
+            labels[ev.file].add(("rank", ev.rank))
+        if ev.local_rank is not None:
+            labels[ev.file].add(("local", ev.local_rank))
+    files = {f for p in procs for f in p.files}
+    numbered = numbered_ranks(files - shared, labels)
+    for f in local_named(files, file_rank):
+        numbered[f] = None  # (a node's "rank1.log": its local rank, no global one)
     # A global rank known only through a link (torchrun's local -> global map) sits in the union.
     linked: dict = defaultdict(set)
     for k in list(uf.parent):
         if k[0] == "rank":
             linked[uf.find(k)].add(k[1])
     for p in procs:
-        _fill_identity(p, world, shared)
+        _fill_identity(p, world, shared, numbered)
         if p.rank is None and len(linked.get(p.key, ())) == 1:
             p.rank, p.rank_source = next(iter(linked[p.key])), "launcher"
     _single_node_log_folders(procs, world)
@@ -342,7 +353,7 @@ def _most_common(counts: dict):
     return max(counts, key=counts.__getitem__) if counts else None
 
 
-def _fill_identity(p: Proc, world: int | None, shared: set[str]) -> None:
+def _fill_identity(p: Proc, world: int | None, shared: set[str], numbered: dict[str, int | None]) -> None:
     hosts: dict = {}
     pids: dict = {}
     devs: dict = {}
@@ -383,7 +394,7 @@ def _fill_identity(p: Proc, world: int | None, shared: set[str]) -> None:
             p.rank, p.rank_source = e.get("global_rank"), "torch options"
             return
     for f in sorted(p.files - shared):
-        r = file_rank(f)
+        r = file_rank(f) if f not in numbered else numbered[f]  # (a series of files 0..N-1: "worker-2.log")
         if r is not None:
             p.rank, p.rank_source = r, "file name"
             return
