@@ -134,11 +134,15 @@ def check(job: JobModel, rule: Rule) -> list:
         what = short(loop[0])
         ranks, hosts = ranks_hosts(job, loop)
         evidence = lead + [e for e in loop if e is not trigger]
-        return [rule.finding(
+        _, loads, _ = _resets(job, rs)
+        resumed = f"; each attempt resumed from a checkpoint ({short(loads[0])})" if loads else ""
+        found = rule.finding(
             f"crash loop: the same error recurred in {len(loop)} attempts after {restart_text}: {what} "
-            "— restarting cannot fix a deterministic failure",
+            f"— restarting cannot fix a deterministic failure{resumed}",
             severity="error", confidence="high", ranks=ranks, hosts=hosts,
-            evidence=evidence, first_seen=first_ts(evidence))]
+            evidence=evidence, first_seen=first_ts(evidence))
+        found.title = "Elastic restart into a crash loop"  # (restored state or not: the error comes back)
+        return [found]
 
     resets, loads, resumed = _resets(job, rs)
     saves = [e for e in job.by_kind("train_phase") if e.get("phase") == "checkpoint" and e.get("state") == "end"]
