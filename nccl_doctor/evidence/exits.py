@@ -219,10 +219,11 @@ def table_rank(job: JobModel, file: str, pid: int | None) -> int | None:
 
 
 def echoed_exit(job: JobModel, ev: Event, echo: tuple[set[int], set[int]]) -> bool:
-    """Exit code 1 in torchrun's reports (Python's status after an uncaught exception) of a rank
-    whose exception was an echo: a consequence too; so is an abort (-6) right after a C++ terminate
-    whose what() was an echo (gloo's enforce on a lost peer or a desync). Other codes (-9, 139, an
-    abort with no terminate before it) keep their word."""
+    """Exit code 1 in torchrun's reports (Python's status after an uncaught exception), or another
+    small status the script chose after catching it (``sys.exit(75)`` to requeue), of a rank whose
+    exception was an echo: a consequence too; so is an abort (-6) right after a C++ terminate whose
+    what() was an echo (gloo's enforce on a lost peer or a desync). Signals (-9, 139, an abort with no
+    terminate before it) keep their word."""
     if ev.kind == "mp_spawn_failed":
         code = int_in(ev.get("exitcode"))
         if code is None and ev.get("sig") is None:
@@ -250,8 +251,11 @@ def echoed_exit(job: JobModel, ev: Event, echo: tuple[set[int], set[int]]) -> bo
     if code is not None and code > 0 and named \
             and all(r is not None and r in silent_exits_together(job) for r in named):
         return True  # one status of several ranks at once and no line of theirs (see silent_exits_together)
-    if code != 1:
-        return False
+    if code is None or not 0 < code < 128:
+        return False  # (killed by a signal, or no status: its own word)
+    # Exit code 1 is Python's after an uncaught exception; another small status is the script's own
+    # choice after what it caught (sys.exit(75) for a requeue, sys.exit(2) after logging "FATAL"): an
+    # echo when what it caught was one.
     if ev.kind == "elastic_failed" and _row_says_echo(job, ev):
         return True  # its row in the failure table quotes its exception (@record): an echo
     states, ranks = echo
@@ -265,7 +269,7 @@ def echoed_exit(job: JobModel, ev: Event, echo: tuple[set[int], set[int]]) -> bo
         # seen timing out themselves exited with 1 (gloo raises the timeout in Python), its exit 1
         # looks exactly like theirs and says nothing more. (NCCL's watchdog aborts timed-out ranks:
         # there a lone exit 1 stands out, and stays a failure.)
-        return _only_echoes_unclaimed(job, ev.file) or 1 in _timed_out_exit_codes(job)
+        return _only_echoes_unclaimed(job, ev.file) or code in _timed_out_exit_codes(job)
     lr = int_in(ev.get("local_rank"))
     procs = [st for st in job.ranks if lr is not None and st.local_rank == lr and ev.file in st.files]
     if not procs and ev.kind == "elastic_failed":
