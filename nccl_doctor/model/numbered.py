@@ -48,12 +48,11 @@ def numbered_ranks(paths: set[str] | list[str], labels: dict[str, set] | None = 
     claimed: dict[str, int] = defaultdict(int)
     found = []
     folders: dict[tuple, int] = defaultdict(int)
-    for key, by_n in series.items():
-        if key not in spoiled and len(by_n) >= 2 and set(by_n) == set(range(len(by_n))):
-            folders[_name_template(key)] += 1
-    for key, by_n in series.items():
-        if key in spoiled or len(by_n) < 2 or set(by_n) != set(range(len(by_n))):
-            continue
+    complete = {key: by_n for key, by_n in series.items()
+                if key not in spoiled and len(by_n) >= 2 and set(by_n) == set(range(len(by_n)))}  # 0..N-1
+    for key in complete:
+        folders[_name_template(key)] += 1
+    for key, by_n in complete.items():
         if folders[_name_template(key)] > 1:
             continue  # the same series in several folders (one per node): local ranks, not the job's
         if any(_other_writers(labels.get(path, ()), n) for n, path in by_n.items()):
