@@ -12,7 +12,9 @@ from operator import attrgetter
 
 from ..events import Event
 from ..model import JobModel
+from ..model.job import ERROR_KINDS
 from ..model.relays import HOST_BLOCK_KINDS
+from .causes import _REPORTS
 from .launcher_facts import attempt_in_path
 from .nccl_facts import int_in
 
@@ -140,3 +142,26 @@ def _place_unmarked(out: Restarts, events: list[Event], marker_times: list[tuple
             out.gen_of[id(ev)] = max((g for t, g in marker_times if t <= ev.ts), default=0)
         else:
             out.gen_of[id(ev)] = gen
+
+
+def restarted_group_went_on(job: JobModel) -> Event | None:
+    """The last step line of the job's last worker group, when torchrun restarted the group and that
+    group trained with no failure, timeout or failed exit of its own: the job got over what stopped
+    the earlier group (a lost node it went on without, a frozen node that came back). None otherwise."""
+    rs = segment_restarts(job)
+    if not rs.count:
+        return None
+    late = [e for e in job.events if rs.gen_of.get(id(e), 0) == rs.count]
+    if any(e.kind in ERROR_KINDS or e.kind in _REPORTS for e in late):
+        return None
+    steps = [e for e in late if e.kind == "train_step" and isinstance(e.get("step"), int)]
+    return max(steps, key=lambda e: e.get("step")) if steps else None
+
+
+def got_over(job: JobModel) -> str:
+    """What a silent or lagging rank's verdict adds when the restarted job trained on without failing."""
+    last = restarted_group_went_on(job)
+    if last is None:
+        return ""
+    return (f"; torchrun then restarted the worker group and it trained on with no failure (its last step line: "
+            f"{last.text[:120]}): the job got over it")

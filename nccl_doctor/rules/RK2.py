@@ -17,6 +17,7 @@ from ..evidence.endings import lost_peer_only
 from ..evidence.facts import fmt_ranks, plural
 from ..evidence.outside import interrupted as _interrupted
 from ..evidence.outside import stopped_from_outside
+from ..evidence.restarts import got_over
 from ..findings import Finding, Severity
 from ..model import JobModel
 from .base import Rule
@@ -36,6 +37,7 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
     weaker = [s for s in suspects if id(s) not in picked and s.rank is not None]
     if weaker:
         summary += f"; weaker hints also point at ranks {fmt_ranks(s.rank for s in weaker)}"
+    summary += got_over(job)
     evidence = [e for s in chosen for e in s.events][:8]
     return [rule.finding(summary, confidence=chosen[0].confidence, ranks=[s.rank for s in chosen],
                          hosts=[s.host for s in chosen], evidence=evidence, first_seen=facts.first_ts(evidence),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ..evidence import facts
 from ..evidence.facts import fmt_ranks
+from ..evidence.restarts import got_over
 from ..findings import Finding
 from ..model import JobModel
 from .base import Rule
@@ -26,6 +27,7 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
     hint = [s for s in suspects if s not in chosen]
     if hint:
         summary += f"; weaker hints also point at ranks {fmt_ranks(s.rank for s in hint)}"
+    summary += got_over(job)
     evidence = [e for s in chosen for e in s.events][:6] + _waiting_evidence(job, chosen)
     return [rule.finding(summary, confidence=chosen[0].confidence, ranks=[s.rank for s in chosen],
                          hosts=[s.host for s in chosen], evidence=evidence, first_seen=facts.first_ts(evidence))]
