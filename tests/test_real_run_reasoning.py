@@ -954,3 +954,13 @@ def test_the_ranks_whose_sizes_differ_from_the_reference_s_hold_the_odd_model(tm
 
 def test_when_every_rank_but_the_reference_differs_the_reference_is_odd(tmp_path):
     assert _ddp_sizes_console(tmp_path, 3, [1, 2]) == [0]
+
+
+def test_a_lost_node_the_restarted_job_went_on_without_is_said_so():
+    """t190_nodeloss_finish: gpu-st-02 was SIGKILLed, torchrun re-formed the group on gpu-st-01 alone, it
+    resumed from step 59 and trained to step 110 with no failure (gpu-st-01.log): the verdict names the
+    node and says the job got over it."""
+    run = Path(__file__).resolve().parent.parent / "fixtures" / "realruns" / "t190_nodeloss_finish_tee"
+    summary = analyze([str(run)], jobs=1).verdict["summary"]
+    assert "gpu-st-02" in summary and summary.endswith("the job got over it"), summary
+    assert "step 110/120" in summary, summary
