@@ -964,3 +964,17 @@ def test_a_lost_node_the_restarted_job_went_on_without_is_said_so():
     summary = analyze([str(run)], jobs=1).verdict["summary"]
     assert "gpu-st-02" in summary and summary.endswith("the job got over it"), summary
     assert "step 110/120" in summary, summary
+
+
+def test_a_loose_fatal_python_error_is_the_one_rank_that_did_not_lose_a_peer(tmp_path):
+    """faulthandler writes "Fatal Python error: Segmentation fault" straight to stderr, past the script's
+    "[rank N]" tag; ranks 0 and 2 only lost a peer: the dump is rank 1's, the one rank with no echo."""
+    lines = [f"[rank {r}] step {s} loss 2.1" for s in (1, 2, 3) for r in (0, 1, 2)]
+    lines += ["Fatal Python error: Segmentation fault", "",
+              "Thread 0x00007f3a (most recent call first):", '  File "/app/train.py", line 60 in forward']
+    for r in (0, 2):
+        lines += [f"[rank{r}]: Traceback (most recent call last):", f'[rank{r}]:   File "/app/train.py", line 88, in <module>',
+                  _ECHO.format(r=r)]
+    (tmp_path / "console.log").write_text("\n".join(lines) + "\n")
+    summary = analyze([str(tmp_path)], jobs=1).verdict["summary"]
+    assert summary.startswith("rank 1 failed first: Fatal Python error: Segmentation fault"), summary

@@ -110,7 +110,8 @@ def pair_loose_traceback(job: JobModel, out: list[Failure], echo_ranks: set[int]
     to the one rank in its file that could have written it: the one rank whose own error says the
     same exception word for word (a script that logs its exception and then raises it: the same
     failure, told twice), else the one whose failed exit the launcher reports there (told twice
-    too), else the one rank of that file's launcher table with no error line of its own.
+    too), else the one rank of that file's launcher table with no error line of its own. A fatal
+    signal's dump goes to the rank the table says died of it (with no table: ``_only_quiet_rank``).
     ``echo_ranks``: the ranks whose own errors are all echoes (``_echo_only``)."""
     by_file: dict[str, list[Failure]] = defaultdict(list)
     for f in out:
@@ -135,6 +136,8 @@ def pair_loose_traceback(job: JobModel, out: list[Failure], echo_ranks: set[int]
             # rank that was. A rank that had already timed out or lost a peer aborted while tearing
             # down: an echo.
             died = _died_of(job, file, signum)
+            if died is None and not exits:
+                died = _only_quiet_rank(job, file, echo_ranks)
             if died is not None:
                 if died in echo_ranks:
                     drop.add(id(f))
@@ -258,6 +261,20 @@ def _only_unspoken_rank(job: JobModel, file: str) -> int | None:
     known = job.known_ranks()
     unspoken = [r for r in listed if r not in known or not (known[r].errors or known[r].timeouts)]
     return unspoken[0] if len(unspoken) == 1 else None
+
+
+def _only_quiet_rank(job: JobModel, file: str, echo_ranks: set[int]) -> int | None:
+    """For a fatal signal's dump no table ties to a rank: the one rank whose lines ``file`` holds that
+    wrote no error and no timeout, when every other rank there lost a peer and none timed out
+    (faulthandler's "Fatal Python error: Segmentation fault", written straight to stderr past the
+    script's rank tag, is the process that died; its peers saw it go)."""
+    known = job.known_ranks()
+    ranks = {r for r, st in known.items() if file in st.files}
+    quiet = [r for r in ranks if not (known[r].errors or known[r].timeouts)]
+    others = ranks - set(quiet)
+    if len(quiet) != 1 or not others or not others <= echo_ranks or any(known[r].timeouts for r in others):
+        return None
+    return quiet[0]
 
 
 def told_twice(out: list[Failure]) -> list[Failure]:
