@@ -117,14 +117,8 @@ def pair_loose_traceback(job: JobModel, out: list[Failure], echo_ranks: set[int]
     for f in out:
         by_file[f.events[0].file].append(f)
     drop: set[int] = set()
-    for f in out:  # torchelastic's error.json of a worker: the same failure as that worker's own traceback
-        if f.rank is None and f.label is None and f.events[0].file.endswith("error.json"):
-            twin = next((g for g in out if g.rank is not None and g.what == f.what), None)
-            if twin is not None:
-                twin.events = [*twin.events, *f.events]
-                drop.add(id(f))
     for file, fs in by_file.items():
-        loose = [f for f in fs if f.rank is None and f.label is None and not f.exit_only and id(f) not in drop]
+        loose = [f for f in fs if f.rank is None and f.label is None and not f.exit_only]
         exits = [f for f in fs if f.rank is not None and f.exit_only]
         if len(loose) != 1:
             continue
@@ -278,9 +272,11 @@ def _only_quiet_rank(job: JobModel, file: str, echo_ranks: set[int]) -> int | No
 
 
 def told_twice(out: list[Failure]) -> list[Failure]:
-    """A failure of a process of unknown rank that repeats word for word the failure of one rank (on
-    the same host, when its host is known) (a rank's own log file that names no rank, beside the console where torch's
-    "[rankN]:" hook printed the same exception) is that rank's, told twice: merged into it."""
+    """A failure of a process of unknown rank that repeats word for word the failure of one rank, on
+    the same host when its host is known, is that rank's, told twice: merged into it. A rank's own log
+    file that names no rank, beside the console where torch's "[rankN]:" hook printed the same
+    exception; torchelastic's ``error.json`` of a worker, the same failure as its traceback (the first
+    such rank's: the file is one worker's, whichever of several ranks raising alike it was)."""
     named: dict[str, list[Failure]] = defaultdict(list)
     for f in out:
         if f.rank is not None and f.category != "exit":
@@ -291,7 +287,7 @@ def told_twice(out: list[Failure]) -> list[Failure]:
             continue
         # (a file of no known host, "logs/dgx-18/rank1.log", may be any host's)
         same = [g for g in named.get(f.what, []) if f.host is None or g.host in (None, f.host)]
-        if len(same) == 1:
+        if len(same) == 1 or (same and f.events[0].file.endswith("error.json")):
             same[0].events.extend(f.events)
             drop.add(id(f))
     return [f for f in out if id(f) not in drop]

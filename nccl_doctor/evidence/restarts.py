@@ -15,6 +15,7 @@ from ..model import JobModel
 from ..model.job import ERROR_KINDS
 from ..model.relays import HOST_BLOCK_KINDS
 from .causes import _REPORTS
+from .facts import _per_job
 from .launcher_facts import attempt_in_path
 from .nccl_facts import int_in
 
@@ -70,6 +71,7 @@ def _marker_generation(ev: Event, current: int, numbered_job: bool) -> int | Non
 _GENERATION_KINDS = ("elastic_restart", "elastic_rdzv", "elastic_attempt", "elastic_failed", "elastic_group_failed")
 
 
+@_per_job
 def segment_restarts(job: JobModel) -> Restarts:
     """Assign every event to a restart generation.
 
@@ -144,6 +146,7 @@ def _place_unmarked(out: Restarts, events: list[Event], marker_times: list[tuple
             out.gen_of[id(ev)] = gen
 
 
+@_per_job
 def restarted_group_went_on(job: JobModel) -> Event | None:
     """The last step line of the job's last worker group, when torchrun restarted the group and that
     group trained with no failure, timeout or failed exit of its own: the job got over what stopped

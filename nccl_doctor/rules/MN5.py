@@ -135,7 +135,7 @@ def check(job: JobModel, rule: Rule) -> list:
         ranks, hosts = ranks_hosts(job, loop)
         evidence = lead + [e for e in loop if e is not trigger]
         _, loads, _ = _resets(job, rs)
-        resumed = f"; each attempt resumed from a checkpoint ({short(loads[0])})" if loads else ""
+        resumed = f"; the restarted attempts resumed from a checkpoint ({short(loads[0])})" if loads else ""
         found = rule.finding(
             f"crash loop: the same error recurred in {len(loop)} attempts after {restart_text}: {what} "
             f"— restarting cannot fix a deterministic failure{resumed}",
