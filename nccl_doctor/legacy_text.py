@@ -25,7 +25,8 @@ MIN_SHARE = 0.85
 _SAMPLE = 64 << 10
 
 
-def _utf8(sample: bytes) -> bool:
+def is_utf8(sample: bytes) -> bool:
+    """The bytes decode as UTF-8 (a character cut at their end aside)."""
     try:
         sample.decode("utf-8")
         return True
@@ -89,7 +90,7 @@ def _alpha_at(text: str, i: int) -> bool:
 def legacy_encoding(head: bytes) -> str | None:
     """The legacy encoding the file's first bytes are in, or None (UTF-8, ASCII, or none of them)."""
     sample = head[:_SAMPLE]
-    if sample.isascii() or _utf8(sample):
+    if sample.isascii() or is_utf8(sample):
         return None
     best, best_score = None, MIN_SHARE
     for encoding in CANDIDATES:
@@ -102,4 +103,4 @@ def legacy_encoding(head: bytes) -> str | None:
     return best
 
 
-__all__ = ["CANDIDATES", "legacy_encoding"]
+__all__ = ["CANDIDATES", "is_utf8", "legacy_encoding"]

@@ -26,7 +26,7 @@ from .htmlpage import looks_like as looks_like_page
 from .jsonexport import JSON_MAX
 from .jsonexport import export_kind as json_export_kind
 from .jsonexport import export_records as json_export_records
-from .legacy_text import legacy_encoding
+from .legacy_text import is_utf8, legacy_encoding
 
 CHUNK = 8 << 20
 MAX_LINE = 64 << 10
@@ -395,15 +395,7 @@ def looks_binary(head: bytes) -> bool:
     nontext = len(sample.translate(None, text_chars))
     # UTF-8 text (non-ASCII) has high bytes too: count only C0 controls as non-text.
     control = len(sample.translate(None, text_chars + bytes(range(128, 256))))
-    return control > len(sample) * 0.1 or (nontext > len(sample) * 0.6 and not _is_utf8(sample))
-
-
-def _is_utf8(sample: bytes) -> bool:
-    try:
-        sample.decode("utf-8")
-        return True
-    except UnicodeDecodeError as exc:
-        return exc.start > len(sample) - 4  # cut inside the last character
+    return control > len(sample) * 0.1 or (nontext > len(sample) * 0.6 and not is_utf8(sample))
 
 
 __all__ = ["ReadIssue", "clean_line", "iter_chunks", "looks_binary", "open_binary"]
