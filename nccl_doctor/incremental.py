@@ -32,6 +32,7 @@ from .evidence.stall import Live
 from .findings import Finding, Severity
 from .growing import _Source
 from .scanner import FileScan
+from .text_encoding import LiveDecoder
 
 
 def _path_key(path: str) -> tuple[str, ...]:
@@ -60,6 +61,7 @@ class Analyzer:
         self._clock = clock
         self._wall_offset = time.time() - clock()
         self._sources: dict[str, _Source] = {}
+        self._decoders: dict[str, LiveDecoder] = {}  # each source's text encoding (UTF-16, GBK, ...)
         self._skipped: list[Skipped] = []
         self._extra: list[Event] = []
         self._report: Report | None = None
@@ -88,6 +90,13 @@ class Analyzer:
         ``backlog``: the bytes were there before watching started (nobody saw them arrive): they give
         positions and last lines, but no interval to learn from.
         """
+        decoding = self._decoders.get(source)
+        if decoding is None:
+            decoding = self._decoders[source] = LiveDecoder()
+        restart, data = decoding.feed(data)
+        if restart:  # its first bytes turned out to be in another encoding: read again from its start
+            self._sources.pop(source, None)
+            self.progress.forget(source)
         src = self._sources.get(source)
         if src is None:
             src = self._sources[source] = _Source(source, self.year)
@@ -102,6 +111,7 @@ class Analyzer:
 
     def forget(self, source: str) -> None:
         """Drop everything fed for ``source`` (the file was truncated, rotated or removed)."""
+        self._decoders.pop(source, None)
         if self._sources.pop(source, None) is not None:
             self.progress.forget(source)
             self._stale = True

@@ -52,13 +52,23 @@ def _kana(c: int) -> bool:
     return 0x3040 <= c <= 0x30FF
 
 
+def _common_gbk(c: int) -> bool:
+    """A character of GB2312 (both its bytes 0xA1 or above), which everyday Chinese text is written in.
+    GBK's extensions take an ASCII byte as their second one: Latin-1 text read as GBK ("donn\xe9es", a
+    high byte then a letter) is full of them, Chinese text hardly has any."""
+    try:
+        return min(chr(c).encode("gb18030")) >= 0xA1
+    except UnicodeEncodeError:
+        return False
+
+
 def _score(text: str, encoding: str) -> float:
     """The share of the text's non-ASCII characters that look like text of the encoding's script."""
     high = [(i, ord(ch)) for i, ch in enumerate(text) if ord(ch) > 0x7F]
     if not high:
         return 0.0
     if encoding in ("gb18030", "euc_jp", "cp932"):
-        good = sum(1 for _i, c in high if _cjk(c) or _kana(c))
+        good = sum(1 for _i, c in high if (_cjk(c) or _kana(c)) and (encoding != "gb18030" or _common_gbk(c)))
         kana = sum(1 for _i, c in high if _kana(c))
         halfwidth = sum(1 for _i, c in high if 0xFF61 <= c <= 0xFF9F)
         share = (good - 3 * halfwidth) / len(high)

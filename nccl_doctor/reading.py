@@ -8,7 +8,6 @@ stays in C (``bytes.find``/``count``) and never touches uninteresting lines in P
 from __future__ import annotations
 
 import bz2
-import codecs
 import gzip
 import io
 import lzma
@@ -26,7 +25,8 @@ from .htmlpage import looks_like as looks_like_page
 from .jsonexport import JSON_MAX
 from .jsonexport import export_kind as json_export_kind
 from .jsonexport import export_records as json_export_records
-from .legacy_text import is_utf8, legacy_encoding
+from .legacy_text import is_utf8
+from .text_encoding import PROBE, as_utf8, decoder, encoding_of
 
 CHUNK = 8 << 20
 MAX_LINE = 64 << 10
@@ -124,7 +124,6 @@ class _Zstd(_Wrapper):
 #: A UTF-16 file (its byte-order mark says so) or one in a legacy encoding (legacy_text) is read as the
 #: text it holds, decoded as it is read (a piece at a time: memory stays bounded whatever its size).
 _UTF16_PIECE = 1 << 20
-_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 #: A file whose lines run newest first (logcli's default order, a Grafana export) is read oldest first
 #: when it is at most this large (it is read whole to be turned round); a larger one is read as it is.
 REVERSE_MAX = 64 << 20
@@ -156,17 +155,7 @@ def oldest_first(data: bytes) -> tuple[bytes, int]:
     return b"\n".join(reversed(lines)) + b"\n", len(lines)
 
 
-def _utf16(head: bytes) -> bool:
-    """UTF-16 text: a byte-order mark, then mostly characters whose high byte is zero (ASCII log text),
-    not bytes that merely start like one (a log whose first bytes are garbage)."""
-    if head[:2] not in _UTF16_BOMS:
-        return False
-    body = head[2:514]
-    high = body[1::2] if head[:2] == b"\xff\xfe" else body[0::2]  # (little endian: every second byte)
-    return len(high) >= 8 and high.count(0) >= 0.6 * len(high)
-
-
-def oldest_first_stream(fp: BinaryIO, size: int, probe: int = 8192) -> tuple[BinaryIO, int | list[int]]:
+def oldest_first_stream(fp: BinaryIO, size: int, probe: int = PROBE) -> tuple[BinaryIO, int | list[int]]:
     """The stream to scan a plain file from, and 0 (its lines as they are); or, for a file read otherwise,
     that text and how its lines map onto the file's (see ``FileScan.flipped``): a UTF-16 console decoded
     line for line (0); a page, an error file or an export turned into lines (the file line of each, see
@@ -175,15 +164,11 @@ def oldest_first_stream(fp: BinaryIO, size: int, probe: int = 8192) -> tuple[Bin
     if not is_plain(fp):
         return fp, 0
     head = fp.peek(probe)
-    if _utf16(head):
-        # a console saved by Windows PowerShell ("> file", Tee-Object: UTF-16LE) or Out-File -Encoding
-        # BigEndianUnicode: read as the UTF-8 text it holds, line for line
-        return Transcoded(fp, "utf-16"), 0
-    legacy = legacy_encoding(head)
-    if legacy is not None:
-        # a console saved in GBK, Shift-JIS, EUC-JP, cp1251, KOI8-R or cp1252 (legacy_text): read as the
-        # UTF-8 text it holds, line for line (their newlines are the same byte)
-        return Transcoded(fp, legacy), 0
+    encoding = encoding_of(head)
+    if encoding is not None:
+        # a UTF-16 console (Windows PowerShell) or one in a legacy encoding: read as the UTF-8 text it
+        # holds, line for line (text_encoding)
+        return Transcoded(fp, encoding), 0
     for most, looks_like, convert in _CONVERTED:
         if size <= most and looks_like(head):
             data = fp.read()
@@ -201,7 +186,7 @@ class Transcoded(io.RawIOBase):
 
     def __init__(self, raw: BinaryIO, encoding: str):
         self._raw = raw
-        self._decoder = codecs.getincrementaldecoder(encoding)("replace")
+        self._decoder = decoder(encoding)
         self._pending = b""
         self._done = False
 
@@ -212,7 +197,7 @@ class Transcoded(io.RawIOBase):
         while not self._done and (n < 0 or len(self._pending) < n):
             piece = self._raw.read(_UTF16_PIECE)
             text = self._decoder.decode(piece, final=not piece)
-            self._pending += text.encode("utf-8", "surrogatepass")
+            self._pending += as_utf8(text)
             self._done = not piece
         if n < 0:
             out, self._pending = self._pending, b""

@@ -20,6 +20,10 @@ RU = ("28.11.2026 08:42:59 ИНФО [ранг 3] шаг 19, потеря 2.1832\
       "28.11.2026 08:42:59 ОШИБКА [ранг 3] не удалось прочитать индексный файл /data/idx/shard-00003.idx\n")
 FR = ("2026-11-28 08:42:59 INFO [rang 1] étape 12, perte 2.1832, durée écoulée 0.3 s\n"
       "2026-11-28 08:42:59 ERREUR [rang 1] le fichier /data/corpus/café/shard-00001.bin est corrompu, arrêt demandé\n")
+#: German and French words whose accented letters sit between ASCII ones: every such byte pair is also a valid
+#: GBK character (a high byte, then a letter as its second byte), so GB18030 decodes it too (t140's console)
+DE = ("2026-11-28 03:43:25,123 INFO Prozessgruppe initialisiert: Weltgröße 3, Zeitüberschreitung 12 s\n"
+      "2026-11-28 03:43:25,262 INFO Quelle /data/corpus/données_été_00.idx, Schritt 12\n")
 
 
 @pytest.mark.parametrize(("text", "encoding", "expected"), [
@@ -30,6 +34,7 @@ FR = ("2026-11-28 08:42:59 INFO [rang 1] étape 12, perte 2.1832, durée écoul�
     (RU, "cp1251", "cp1251"),
     (RU, "koi8_r", "koi8_r"),
     (FR, "cp1252", "cp1252"),
+    (DE, "latin-1", "cp1252"),
 ])
 def test_the_encoding_that_wrote_it_is_named(text, encoding, expected):
     data = ("[rank0]: step 1 loss 2.3\n" + text * 3).encode(encoding)

@@ -162,20 +162,13 @@ def _csv_export(run: Path) -> bool:
                for p in run.rglob("*") if p.is_file() and p.name != "expected.json")
 
 
-def _utf16(run: Path) -> bool:
-    """A run whose console Windows PowerShell saved (UTF-16 with a byte-order mark): the batch reader
-    decodes it whole; watch follows UTF-8 logs as they grow and does not (yet) follow such a file."""
-    return any(p.read_bytes()[:2] in (b"\xff\xfe", b"\xfe\xff")
-               for p in run.rglob("*") if p.is_file() and p.name != "expected.json")
+def _encoded(run: Path) -> set[str]:
+    """The encodings of a run's files that are not read as their bytes (text_encoding): UTF-16 (Windows
+    PowerShell) or a legacy one (GBK, Shift-JIS, EUC-JP, cp1251, KOI8-R, cp1252)."""
+    from nccl_doctor.text_encoding import encoding_of
 
-
-def _legacy_encoded(run: Path) -> bool:
-    """A run whose console is in a legacy encoding (GBK, Shift-JIS, EUC-JP, cp1251, KOI8-R, cp1252): the
-    batch reader decodes it whole (legacy_text); watch follows logs as UTF-8 and does not (yet) decode it."""
-    from nccl_doctor.legacy_text import legacy_encoding
-
-    return any(legacy_encoding(p.read_bytes()[:8192]) is not None
-               for p in run.rglob("*") if p.is_file() and p.name != "expected.json")
+    return {encoding_of(p.read_bytes()[:8192]) for p in run.rglob("*")
+            if p.is_file() and p.name != "expected.json"} - {None}
 
 
 def _error_files(run: Path) -> bool:
@@ -197,22 +190,21 @@ def _page_or_links(run: Path) -> bool:
 
 ALL_RUNS = sorted(p.parent for p in (Path(__file__).resolve().parent.parent / "fixtures" / "realruns").glob(
     "*/expected.json"))
-REAL_RUNS = [p for p in ALL_RUNS if not _newest_first(p) and not _packed(p) and not _csv_export(p) and not _utf16(p)
-             and not _error_files(p) and not _page_or_links(p) and not _legacy_encoded(p)]
+REAL_RUNS = [p for p in ALL_RUNS if not _newest_first(p) and not _packed(p) and not _csv_export(p) and not _error_files(p)
+             and not _page_or_links(p)]
 
 
 def test_the_pages_and_linked_runs_left_out_of_the_live_comparison_are_t174s_and_t176s():
     assert {p.name.split("_", 1)[0] for p in ALL_RUNS if _page_or_links(p)} == {"t174", "t176"}
 
 
-def test_the_utf16_captures_left_out_of_the_live_comparison_are_t140s_and_t167s():
-    assert {p.name.split("_", 1)[0] for p in ALL_RUNS if _utf16(p)} == {"t140", "t167"}
-
-
-def test_the_legacy_encoded_consoles_left_out_of_the_live_comparison_are_t140s_t167s_t184s_and_t185s():
-    # t140: a latin-1 console; t167: a cp1252 console; t184: a GBK console; t185: GBK, GB18030,
-    # Shift-JIS, EUC-JP, cp1251 and KOI8-R consoles
-    assert {p.name.split("_", 1)[0] for p in ALL_RUNS if _legacy_encoded(p)} == {"t140", "t167", "t184", "t185"}
+def test_the_consoles_in_other_encodings_are_in_the_live_comparison():
+    # t140: a latin-1 console; t167: UTF-16 (PowerShell) and cp1252 consoles; t184: a GBK console; t185: GBK,
+    # GB18030, Shift-JIS, EUC-JP, cp1251 and KOI8-R consoles: watch decodes them as analyze does
+    encoded = [p for p in REAL_RUNS if _encoded(p)]
+    assert {p.name.split("_", 1)[0] for p in encoded} == {"t140", "t167", "t184", "t185"}
+    assert set().union(*map(_encoded, encoded)) >= {"utf-16", "gb18030", "cp932", "euc_jp", "cp1251", "koi8_r",
+                                                      "cp1252"}
 
 
 def test_some_real_runs_are_newest_first_exports_and_left_out_of_the_live_comparison():
