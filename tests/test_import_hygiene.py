@@ -36,7 +36,7 @@ def test_the_tui_and_plot_load_them_when_asked():
 # inside a function (a lazy import still makes the lower layer depend on the higher).
 LAYERS = [
     ("reading", ["events", "findings", "kinds", "resources", "timeparse", "reading", "records", "formats", "regex_facts",
-                 "format_files", "launchers", "jsonlog", "csvexport", "jsonexport", "errorfile", "htmlpage", "legacy_text", "prefilter", "discover", "archives", "flightrec", "rasjson", "wrapped",
+                 "format_files", "launchers", "jsonlog", "csvexport", "jsonexport", "errorfile", "htmlpage", "legacy_text", "text_encoding", "prefilter", "discover", "archives", "flightrec", "rasjson", "wrapped",
                  "__version__", "report.safe"]),  # the one cleaning function: every layer may make text inert
     ("scan", ["scanner", "filescan", "fastscan", "eventcap", "scan_events", "writers", "startup"]),
     ("model", ["model"]),
