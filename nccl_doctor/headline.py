@@ -122,6 +122,8 @@ def _doing(job: JobModel, lead: Finding, klass: Finding | None, ranks: list[int]
             doing = "left the job early (exit status 0, no line of its own)"
         elif ended in _HUNG and len(ranks) == 1:
             doing = f"hung (no line of its own; the launcher had to {_HUNG[ended]} it)"
+    elif lead.rule == "RK2" and len(ranks) == 1 and _ended(job, ranks) == "looping":
+        doing = "was stuck repeating a failure it handled"  # evidence.retrying: a retry or skip loop
     elif lead.rule == "RK2" and len(ranks) == 1 and _ended(job, ranks) == "left":
         doing = "left the job early (exit status 0, no error)"  # endings.left_early, a rank with lines
     elif lead.rule == "RK2" and (phase := _ended(job, ranks)).startswith("in "):

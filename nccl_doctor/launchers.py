@@ -160,7 +160,7 @@ class LauncherStripper:
         if g.get("rank") is not None:
             # The innermost global rank wins ([rank12]: inside srun's label), so assign, don't setdefault.
             fields["rank"] = int(g["rank"])
-        for key in ("rank_kv", "rank_sp"):  # (other spellings of the rank in one prefix: "rank=2", "rank 2:")
+        for key in ("rank_kv", "rank_sp", "rank_nc"):  # (other spellings of the rank in one prefix: "rank=2", "rank 2:")
             if g.get(key) is not None:
                 fields["rank"] = int(g[key])
         for key in ("local_rank", "lr_pipe", "lr_frac", "lr_host"):  # (one group per spelling of a label)

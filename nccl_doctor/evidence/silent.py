@@ -28,6 +28,7 @@ from .named import named_silent
 from .progress import PHASE_WORDS, phase_of
 from .ras import healthy as healthy_report
 from .rendezvous import deadlocked, incomplete
+from .retrying import repeated_failure
 from .statements import barrier_roots, named_by_torch
 from .suspects import _CONF, Suspect, lagging_ranks, stage_outliers
 from .timeouts import timed_out_states, timeouts_by_pg
@@ -143,6 +144,10 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
         elif e.how == "killed" and any(int_in(ev.get("exitcode")) in (-9, 137) for ev in e.events):
             why, conf, ended = (f"it wrote no error while {seen}; the launcher had to kill it (SIGTERM, then SIGKILL "
                                 "when it did not stop): it was hung or frozen"), "high", "killed"
+        elif e.how == "killed" and (loop := repeated_failure(job, e.state)) is not None:
+            why, conf, ended = (f"it wrote no error of its own but kept handling one, {loop.said()}, while {seen}; "
+                                "the launcher had to stop it (SIGTERM): it was stuck repeating that and never reached "
+                                "the collective they waited in"), "high", "looping"
         elif e.how == "killed":
             why, conf = f"it wrote no error while {seen}; the launcher had to stop it (SIGTERM): it was hung", "high"
             if e.state is not None and e.state.events:  # (no clock says whether it was stuck or slow)
@@ -152,6 +157,9 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
             why, conf, ended = (f"it is not among the failed processes in its node's launcher report, so it had "
                                 f"already exited with status 0 when {seen}: it left the job early (a return or exit "
                                 "in the script, a shorter data shard)"), "high", "left"
+        elif (loop := repeated_failure(job, e.state)) is not None:
+            why, conf, ended = (f"it wrote no error of its own but kept handling one, {loop.said()}, while {seen}: it was "
+                                "stuck repeating that and never reached the collective they waited in"), "high", "looping"
         elif e.state is not None:
             why, conf = f"it wrote no error while {seen}, and its lines stop there: it hung or left without a word", "high"
         else:

@@ -55,6 +55,7 @@ def _handled_starts(job: JobModel) -> dict[str, list[int]]:
     """file -> the lines of the tracebacks that a logged "..., skipping" / "..., retrying" heads
     (``log.exception`` in a handler that carries on), sorted."""
     out: dict[str, list[int]] = defaultdict(list)
+    direct: dict[str, list[int]] = defaultdict(list)  # headed by the line right above: the same writer's record
     starts = traceback_starts(job)
     heads = job.by_kind("traceback_start")
     claimed: set[int] = set()
@@ -76,8 +77,30 @@ def _handled_starts(job: JobModel) -> dict[str, list[int]]:
                     # caught: the process died of it, whatever the record above it said)
                     if head.get("hook") != "torch":
                         out[ev.file].append(ev.line + k)
+                        if k == 1:
+                            direct[ev.file].append(ev.line + k)
                     break
+    _chained_on(job, direct, out)
     return {f: sorted(lines) for f, lines in out.items()}
+
+
+def _chained_on(job: JobModel, direct: dict[str, list[int]], handled_starts: dict[str, list[int]]) -> None:
+    """Add the tracebacks chained to a handled one that its handler's record heads right above ("During
+    handling of the above exception ...": one logged exception printed as two or more tracebacks, tenacity's
+    "Retrying ... as it raised" with exc_info): the handler caught the last of them, so they are all handled."""
+    chains: dict[str, list[int]] = defaultdict(list)
+    for ev in job.by_kind("py_chain"):
+        if ev.file in direct:
+            chains[ev.file].append(ev.line)
+    by_file = _starts_by_file(job)
+    for file, lines in chains.items():
+        starts, done = by_file.get(file, []), set(direct[file])
+        for chain in sorted(lines):
+            i = bisect_right(starts, chain)
+            before = starts[bisect_left(starts, chain) - 1] if bisect_left(starts, chain) else None
+            if i < len(starts) and starts[i] - chain <= 3 and before in done and starts[i] not in done:
+                done.add(starts[i])
+                handled_starts[file].append(starts[i])
 
 
 def handled(job: JobModel, ev: Event) -> bool:

@@ -1,0 +1,57 @@
+"""A rank stuck in a retry loop or a skip-and-continue loop (family t199): it writes no error of its own and
+its file keeps growing while the others time out waiting for it. The verdict names it as stuck repeating the
+failure it handled, quoting that failure, not as a rank that "wrote no error" (evidence.retrying). Expected
+values are read from the recorded logs (the quoted lines and their counts were counted by hand)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nccl_doctor.analysis import analyze
+from nccl_doctor.findings import Severity
+
+RUNS = Path(__file__).resolve().parent.parent / "fixtures" / "realruns"
+
+
+def _rk2(run: str):
+    report = analyze([str(RUNS / run)], jobs=1)
+    return report, next(f for f in report.findings if f.rule == "RK2")
+
+
+@pytest.mark.parametrize(("run", "rank", "quoted", "times", "last"), [
+    # console.log:30-120, "retry 1/1000" .. "retry 61/1000" (a hand-written loop)
+    ("t199_readloop_r2_w4_tee", 2, "read of shard-00010 failed (OSError: [Errno 5]", 61, "console.log:120"),
+    # console.err:10-40, logging's default format "WARNING:ckpt:[rank0] save of checkpoint ... retrying in 1.0s"
+    ("t199_ckptsave_r0_w3_split", 0, "save of checkpoint step-000020.pt failed (OSError: [Errno 116]", 31,
+     "console.err:40"),
+    # console.log, log.exception(...) then continue: steps 15 to 41, one record each (27)
+    ("t199_skip_r3_w4_logdir", 3, "could not build the batch, skipping it", 27, "console.log:460"),
+    # tenacity's "Retrying ... as it raised URLError" with exc_info (two chained tracebacks each), in a side file
+    ("t199_download_r2_w3_sidefile_tee", 2, "Retrying __main__.fetch_shard_forever", 15, "objstore-rank2.log:704"),
+])
+def test_the_rank_stuck_repeating_a_handled_failure_is_named_with_it(run, rank, quoted, times, last):
+    report, rk2 = _rk2(run)
+    assert report.verdict["ranks"] == [rank]
+    assert report.verdict["summary"].startswith(f"rank {rank} ")
+    assert "kept handling one" in rk2.summary and quoted in rk2.summary
+    assert f"({times} times, the last at " in rk2.summary and rk2.summary.split("the last at ")[1].split(")")[0] \
+        .endswith(last)
+    assert "wrote no error while" not in rk2.summary
+
+
+def test_a_retry_that_succeeded_is_no_loop_and_no_finding():
+    # rank 1 retried twice ("retry 1/1000", "retry 2/1000"), then "ok after 3 attempts"; every rank exited 0
+    report = analyze([str(RUNS / "t199_healthy_transient_w3_tee3")], jobs=1)
+    assert report.verdict is None
+    assert not [f for f in report.findings if f.rule in ("RK1", "RK2", "RK3")]
+
+
+def test_a_retried_traceback_chained_to_another_is_handled_not_the_rank_s_death():
+    # each "Retrying ... as it raised URLError" heads a ConnectionRefusedError traceback and, after "During
+    # handling of the above exception", a URLError one: the handler caught both; the rank never died of them
+    report = analyze([str(RUNS / "t199_download_r2_w3_sidefile_tee")], jobs=1)
+    assert "failed first" not in report.verdict["summary"]
+    # (an info note that it failed and went on may stay; nothing says it died of it)
+    assert not [f for f in report.findings if f.rule == "RK1" and f.severity.level >= Severity.WARNING.level]
