@@ -170,8 +170,8 @@ class LauncherStripper:
             fields.setdefault("host", g["host"])
         if g.get("pod"):
             fields.setdefault("pod", g["pod"])
-        if g.get("pid"):
-            fields.setdefault("pid", int(g["pid"]))
+        if g.get("pid") or g.get("pid_b"):
+            fields.setdefault("pid", int(g.get("pid") or g["pid_b"]))
         if g.get("srcfile"):  # (grep's file name, kept as excerpt_of: "srcfile" is a log statement's own)
             fields.setdefault("excerpt_of", g["srcfile"])
         if g.get("jpid"):

@@ -26,6 +26,7 @@ def last_lines(tail: bytes, total: int, stripper: LauncherStripper, year: int, o
     NCCL host:pid). A file with one writer needs only its last line; others are walked back
     until every writer its events named has been met (bounded by the tail kept)."""
     wanted: set = set()
+    writers: set = set()  # a record's own pid label ("host[pid]", "pid=N"): evidence.still_writing only
     for ev in out.events:
         if ev.rank is not None:
             wanted.add(("rank", ev.rank))
@@ -33,9 +34,12 @@ def last_lines(tail: bytes, total: int, stripper: LauncherStripper, year: int, o
             wanted.add(("local_rank", ev.local_rank))
         if ev.host is not None and ev.pid is not None and ev.kind.startswith("nccl_"):
             wanted.add(("proc", ev.host, ev.pid))
+        elif ev.pid is not None:
+            writers.add(("writer", ev.pid))
         if "launcher_pid" in ev.fields:
             wanted.add(("lpid", ev.fields.get("launcher_ip"), ev.fields["launcher_pid"]))
     single = len(wanted) <= 1
+    wanted |= writers
     # The line before the last of each rank's label (and of a file's one writer): where a rank that
     # stopped one line short of the others stopped (see evidence.behind)
     want_before = {k for k in wanted if k[0] == "rank"} | ({None} if single else set())
@@ -64,6 +68,8 @@ def last_lines(tail: bytes, total: int, stripper: LauncherStripper, year: int, o
             keys.append(("local_rank", lf["local_rank"]))
         if "pid" in lf and "host" not in lf:  # Ray's "(Worker pid=N, ip=A)", as in _make_event
             keys.append(("lpid", lf.get("ip"), lf["pid"]))
+        if "pid" in lf and writers:
+            keys.append(("writer", lf["pid"]))
         who = _NCCL_WHO.match(rest)
         if who and len(who.group(2)) < 11:
             keys.append(("proc", who.group(1), int(who.group(2))))

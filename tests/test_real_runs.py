@@ -206,10 +206,6 @@ KNOWN_WRONG = {
     "t75_nan_r2_w4_logall_tee": "from step 12 every rank logs 'loss: nan' (a NaN-weighted record on rank 2 spread by "
                                 "the all-gather) and the run completes with exit 0: a divergence with no failure is "
                                 "not reported (labelled: failed, no single culprit)",
-    "t198_straggler_r3_w4_nodeyaml_redirect": "rank 3 alone ran 3x slower ('1.20 s/micro' on its '[3/4]' lines, "
-                                              "trn-b02.log:26-29, where rank 2 on the same node logs 0.40 s like "
-                                              "trn-b01's ranks); the short-timeout node's ranks gave up first and both "
-                                              "of trn-b02's ranks only lost a peer: read as that node stalling whole",
     "t27_src_r1_w3_detail_split": "ranks 0 and 1 both timed out sending in one broadcast (two roots); rank 0 is "
                                   "the job's established root (its earlier broadcast): not reasoned about",
 }

@@ -177,8 +177,8 @@ class ProgressTracker:
             self._event(path, ev, *arrival(ev.line))
         keys = self.file_keys.setdefault(path, set())
         for key, ll in last_lines.items():
-            if not isinstance(ll, LastLine):
-                continue
+            if not isinstance(ll, LastLine) or (key is not None and key[0] == "writer"):
+                continue  # (a record label's last line: the same writer as its rank's, see writers.py)
             keys.add(key)
             w = self._writer(path, key)
             if w.last is None or ll.line > w.last.line:

@@ -23,7 +23,7 @@ from ..events import Event, LastLine
 from ..model import JobModel, RankState, pg_key, stage_index
 from .behind import line_behind
 from .dumps import dump_facts
-from .endings import host_of_rank, late_arrivals, quiet_odd_ones
+from .endings import endings, host_of_rank, late_arrivals, quiet_odd_ones
 from .facts import (
     _per_job,
     count_ranks,
@@ -35,6 +35,7 @@ from .facts import (
 )
 from .named import named_lagging
 from .steps import step_outlier
+from .still_writing import still_writing
 from .stopped import stuck_when_stopped
 from .timeouts import PgTimeouts, WatchdogKill, timeouts_by_pg, watchdog_kills
 from .torchchecks import desync_ranks
@@ -136,11 +137,19 @@ def lagging_ranks(job: JobModel) -> list[Suspect]:
         waited = sum(len(pt.reports) for pt in timeouts_by_pg(job).values())
         late = late_arrivals(job)
         node = {host_of_rank(job, e) for e in late} if len(late) > 1 else set()
+        working = still_writing(job, late, [e for e in endings(job).values() if e.how == "timeout"])
+        if working is not None:  # one of them was still at work when the others began to wait: that one
+            late, node = [e for e in late if e.rank == working.rank], set()
         for e in late:
             if len(node) == 1 and None not in node:  # every rank of one node (see late_arrivals)
                 why = (f"no rank of {next(iter(node))} reported a timeout while {plural(waited, 'rank')} on other "
                        "nodes timed out waiting; their only error is that a peer had closed the connection: that "
                        "node stalled (frozen, stopped or cut off) and came back after they gave up")
+            elif working is not None:
+                why = (f"it was still writing ({working.last.file}:{working.last.line}, {working.after:.0f} s after the "
+                       f"last record of any rank that then timed out waiting) and reported no timeout, only that a peer "
+                       "had closed the connection: it reached the collective after they gave up, while the other ranks "
+                       "that lost a peer had stopped writing with them")
             else:
                 why = (f"it reported no timeout while {plural(waited, 'rank')} timed out waiting; its only error is "
                        "that a peer had closed the connection: it reached the collective after they gave up")

@@ -1,4 +1,4 @@
-"""A rank stuck in a retry loop or a skip-and-continue loop (family t199): it writes no error of its own and
+"""Ranks that kept working while the others waited. A rank stuck in a retry loop or a skip-and-continue loop (family t199): it writes no error of its own and
 its file keeps growing while the others time out waiting for it. The verdict names it as stuck repeating the
 failure it handled, quoting that failure, not as a rank that "wrote no error" (evidence.retrying). Expected
 values are read from the recorded logs (the quoted lines and their counts were counted by hand)."""
@@ -55,3 +55,23 @@ def test_a_retried_traceback_chained_to_another_is_handled_not_the_rank_s_death(
     assert "failed first" not in report.verdict["summary"]
     # (an info note that it failed and went on may stay; nothing says it died of it)
     assert not [f for f in report.findings if f.rule == "RK1" and f.severity.level >= Severity.WARNING.level]
+
+
+# ---- evidence.still_writing: of one node's late ranks, the one still at work when the others waited ----
+
+def test_the_slow_rank_of_a_node_is_named_alone_when_its_node_mate_had_stopped_writing():
+    # t198_straggler: ranks 0-1 (trn-b01, 10 s timeout) time out; ranks 2-3 (trn-b02, 60 s) only lose a peer.
+    # trn-b02.log: rank 2's last record "[2/4] step 2 micro 12/16 0.40 s/micro" at 10:59:59.217 (line 27), as the
+    # waiters' last at 10:59:59.2; rank 3 (pid 15887) writes "1.20 s/micro" until 11:00:08.819 (line 29)
+    report = analyze([str(RUNS / "t198_straggler_r3_w4_nodeyaml_redirect")], jobs=1)
+    assert report.verdict["ranks"] == [3]
+    rk3 = next(f for f in report.findings if f.rule == "RK3")
+    assert "it was still writing (" in rk3.summary and "trn-b02.log:29, 10 s after" in rk3.summary
+
+
+@pytest.mark.parametrize("run", ["t186_freeze_n2_plain_logdir", "t190_node_sigstop_split", "t28_node_sigstop_n2_redirect"])
+def test_a_frozen_node_is_still_named_whole(run):
+    # SIGSTOP of a node's agent and workers: every rank of it stopped writing together, none after the waiters
+    report = analyze([str(RUNS / run)], jobs=1)
+    assert "that node stalled" in report.verdict["summary"] or "stalled" in next(
+        f.summary for f in report.findings if f.rule == "RK3")
