@@ -37,7 +37,7 @@ _LOGFMT = re.compile(LOGFMT_START)
 _MIN_SHARE = {"srun_label": 0.6, "pdsh_host": 0.8, "mpich_rank": 0.9, "torchrun_template": 0.8,
               "worker_label": 0.6, "stern_pod": 0.8, "compose_service": 0.6, "grep_line": 0.8, "shell_time": 0.9,
               "bracket_node": 0.8, "parallel_tag": 0.8, "email_quote": 0.5, "chat_speaker": 0.6,
-              "line_numbers": 0.8}
+              "line_numbers": 0.8, "logging_process_index": 0.5}
 #: Ambiguous prefixes whose share is counted on the lines as written, not on what the others leave.
 _ON_RAW_LINES = frozenset(("shell_time",))
 #: An unlabelled NCCL line proves that the stream is not labelled by the launcher.
@@ -160,6 +160,8 @@ class LauncherStripper:
         if g.get("rank") is not None:
             # The innermost global rank wins ([rank12]: inside srun's label), so assign, don't setdefault.
             fields["rank"] = int(g["rank"])
+        if g.get("mp_n") is not None and int(g["mp_n"]) > 0:  # multiprocessing's 1-based counter of spawn's workers
+            fields["rank"] = int(g["mp_n"]) - 1
         for key in ("rank_kv", "rank_sp", "rank_nc"):  # (other spellings of the rank in one prefix: "rank=2", "rank 2:")
             if g.get(key) is not None:
                 fields["rank"] = int(g[key])

@@ -120,6 +120,8 @@ def _worker_rank(job: JobModel, ev: Event) -> int | None:
     st = state_for_pid(job, pid, host_of(job, ev), ev.file)
     if st is not None:
         return st.rank
+    if word not in ("child", "pid", "") and ev.rank is None and int_in(ev.get("who")) is not None:
+        return int_in(ev.get("who"))  # the launcher's own name for it, with its index ("trainer-3")
     return ev.rank  # the report's own rank tag names the child (Lightning's observer: "[rank: 1] Child process ...")
 
 
