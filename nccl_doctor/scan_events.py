@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections import Counter
 
@@ -32,6 +33,13 @@ def fix_years(events: list[Event], years: dict | None = None, scans: list | None
                 s.step_ts[i] = float("nan") if t is None else t  # NaN: no time (left out of the job's)
 
 
+#: A logging record at error level whose message starts with its writer's rank ("[ERROR] [rank2] train: sync failed:
+#: ... Timed out waiting 20000ms", "ERROR:root:rank 1: ..."): launchers leave such records whole for the log_error
+#: patterns, so a record another pattern reads (the timeout or lost peer it quotes) takes the rank from here.
+_ERROR_RECORD_RANK = re.compile(r"\[?(?:ERROR|CRITICAL|FATAL)\]?(?::[\w.<>-]{1,64}:|[ |:-]{1,8})"
+                                r"(?:[\w.<>-]{1,64}(?::| -| \|) {1,2})?\[?(?:RANK|[Rr]ank)[ =:_-]?(\d{1,7})\b")
+
+
 def make_event(kind: str, fields: dict, lf: dict, path: str, line_no: int, text: str, year: int) -> Event:
     # Only the NCCL line prefix names the writer (host:pid:tid [dev]); a host or pid inside other
     # messages (srun's failed node, a ChildFailedError entry) is the subject, kept in fields.
@@ -58,5 +66,8 @@ def make_event(kind: str, fields: dict, lf: dict, path: str, line_no: int, text:
         if kind == "traceback_start" and "torch_rank" in lf.get("launchers", ()):
             fields["hook"] = "torch"  # torch's "[rank3]:" before each line: its hook for an uncaught exception
     # positional: this runs once per event (kind, file, line, host, pid, cuda_dev, rank, local_rank, ts, fields, text)
-    return Event(kind, path, line_no, host, pid, cuda_dev, lf.get("rank"), lf.get("local_rank"), ts, fields,
+    rank = lf.get("rank")
+    if rank is None and kind != "log_error" and (m := _ERROR_RECORD_RANK.match(text)) is not None:
+        rank = int(m.group(1))
+    return Event(kind, path, line_no, host, pid, cuda_dev, rank, lf.get("local_rank"), ts, fields,
                  text.strip()[:MAX_TEXT])

@@ -38,7 +38,7 @@ def test_the_rank_stuck_repeating_a_handled_failure_is_named_with_it(run, rank, 
     assert "kept handling one" in rk2.summary and quoted in rk2.summary
     assert f"({times} times, the last at " in rk2.summary and rk2.summary.split("the last at ")[1].split(")")[0] \
         .endswith(last)
-    assert "wrote no error while" not in rk2.summary
+    assert "wrote no error of its own while" not in rk2.summary
 
 
 def test_a_retry_that_succeeded_is_no_loop_and_no_finding():

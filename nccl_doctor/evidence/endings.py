@@ -78,7 +78,7 @@ def endings(job: JobModel) -> dict[int, Ending]:
     out: dict[int, Ending] = {}
     for rank in world:
         st = known.get(rank)
-        own = [e for e in st.events if e.kind in _OWN and not harmless(job, e)
+        own = [e for e in st.events if (e.kind in _OWN or _logged_echo(e)) and not harmless(job, e)
                and not handled(job, e)] if st is not None else []  # (what a handler dealt with, retried)
         # what it raised because it was stopped (the launcher's SIGTERM, an interrupt) is no ending of its own
         ended_by_stop = [_terminated(job, e) for e in own]
@@ -128,6 +128,12 @@ def _stop_words(job: JobModel, ev: Event) -> bool:
     raised, or its echo logged ("received SIGTERM at step 12, training failed on this rank")."""
     return _terminated(job, ev) or (ev.kind in ("log_error", *_OWN) and classify(ev, True, False) is None
                                     and _SIGTERM_WORDS.search(_text(ev)) is not None)
+
+
+def _logged_echo(ev: Event) -> bool:
+    """A logged error that quotes a lost peer or a wait that timed out ("evaluation sync failed after step 20:
+    ... Connection closed by peer"): the rank's record of an echo, as its traceback would be."""
+    return ev.kind == "log_error" and (_PEER_GONE.search(_text(ev)) is not None or _WAITED.search(_text(ev)) is not None)
 
 
 def _text(ev: Event) -> str:

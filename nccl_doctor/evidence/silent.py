@@ -142,14 +142,14 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
                 ", and its launcher stopped them" if reported else ", and that node's log ends with no launcher "
                 "report: the node itself stopped (it died, lost power or its agent was killed)")), "high"
         elif e.how == "killed" and any(int_in(ev.get("exitcode")) in (-9, 137) for ev in e.events):
-            why, conf, ended = (f"it wrote no error while {seen}; the launcher had to kill it (SIGTERM, then SIGKILL "
+            why, conf, ended = (f"it wrote no error of its own while {seen}; the launcher had to kill it (SIGTERM, then SIGKILL "
                                 "when it did not stop): it was hung or frozen"), "high", "killed"
         elif e.how == "killed" and (loop := repeated_failure(job, e.state)) is not None:
             why, conf, ended = (f"it wrote no error of its own but kept handling one, {loop.said()}, while {seen}; "
                                 "the launcher had to stop it (SIGTERM): it was stuck repeating that and never reached "
                                 "the collective they waited in"), "high", "looping"
         elif e.how == "killed":
-            why, conf = f"it wrote no error while {seen}; the launcher had to stop it (SIGTERM): it was hung", "high"
+            why, conf = f"it wrote no error of its own while {seen}; the launcher had to stop it (SIGTERM): it was hung", "high"
             if e.state is not None and e.state.events:  # (no clock says whether it was stuck or slow)
                 why += ", or still busy with what its last line shows"
             ended = "stopped"
@@ -161,7 +161,7 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
             why, conf, ended = (f"it wrote no error of its own but kept handling one, {loop.said()}, while {seen}: it was "
                                 "stuck repeating that and never reached the collective they waited in"), "high", "looping"
         elif e.state is not None:
-            why, conf = f"it wrote no error while {seen}, and its lines stop there: it hung or left without a word", "high"
+            why, conf = f"it wrote no error of its own while {seen}, and its lines stop there: it hung or left without a word", "high"
         else:
             why, conf = f"it wrote no line while {seen}", "medium"
         add(Suspect(e.rank, e.state, why, conf, e.events or (e.state.events[-1:] if e.state else []),
