@@ -75,3 +75,26 @@ def test_a_frozen_node_is_still_named_whole(run):
     report = analyze([str(RUNS / run)], jobs=1)
     assert "that node stalled" in report.verdict["summary"] or "stalled" in next(
         f.summary for f in report.findings if f.rule == "RK3")
+
+
+# ---- statements.mismatch_apart: gloo aborted the one rank in a scalar collective amid a gradient all-reduce ----
+
+@pytest.mark.parametrize(("run", "rank"), [
+    # rank 1 alone all-reduces a 4-byte counter: gloo aborts it ("77748 vs 4"); ranks 0 and 2 lose their peer at
+    # train67.py:319 "loss.backward()" (DDP's gradient all-reduce)
+    ("t67_desync_r1_w4_redirect", 1),
+    # rank 2 calls one extra all_reduce ("14876 vs 4"); ranks 1 and 3 lose it at train68.py:925 "loss.backward()"
+    ("t68_desync_extra_r2_w4_det_redirect", 2),
+])
+def test_the_rank_aborted_in_a_scalar_collective_amid_a_gradient_all_reduce_is_named(run, rank):
+    report = analyze([str(RUNS / run)], jobs=1)
+    assert report.verdict["ranks"] == [rank]
+    dsy = next(f for f in report.findings if f.rule == "DSY1")
+    assert f"gloo aborted rank {rank} on data of another size" in dsy.summary
+
+
+def test_an_aborted_rank_whose_peers_were_in_another_scalar_collective_is_not_blamed():
+    # t68_desync_r1: rank 0 aborted ("14876 vs 4") inside the 1-element reduce_mean that rank 3 also lost (an
+    # explicit all_reduce at train68.py:407), ranks 1 and 2 left no line: the culprit (rank 1) cannot be told
+    report = analyze([str(RUNS / "t68_desync_r1_w4_det_tee")], jobs=1)
+    assert not (report.verdict or {}).get("ranks")

@@ -63,11 +63,6 @@ KNOWN_WRONG = {
                                         "while the others' last lines wait for the other workers, until SIGTERM "
                                         "from outside; the '[trainer_1]' label is read as a node's, so its lines "
                                         "are not rank 1's, and a stopped job is not judged from last lines",
-    "t67_desync_r1_w4_redirect": "rank 1 alone all_reduces a counter; gloo aborts it ('77748 vs 4 ... collective "
-                                 "mismatch', SIGABRT, no traceback, torchrun's root cause) while ranks 0 and 2 lose "
-                                 "it in the gradient all-reduce: the rank that expected 4 bytes is the odd one here, "
-                                 "but gloo aborts whichever rank has the smaller buffer (t27_dtype, t63_replicas: the "
-                                 "receiver was not the culprit), so the message alone does not decide",
     "t65_hang_r0_w3_cancel_tee": "rank 0 sleeps in its data loader (its KeyboardInterrupt traceback when the driver "
                                  "cancels the job after 20 s without output) while ranks 1 and 2, silent by design, "
                                  "are SIGKILLed in DDP's all-reduce with no stack: nothing timed out, and 'the one "
@@ -76,10 +71,6 @@ KNOWN_WRONG = {
                                        "the others lose it) and a second attempt in the same task files resumes and "
                                        "completes ('Job completed successfully' on every task); attempts appended to "
                                        "one file by submitit are not split into runs",
-    "t68_desync_extra_r2_w4_det_redirect": "rank 2 calls one extra all_reduce; gloo aborts it (expects 4 bytes, gets "
-                                           "14876: the others' gradient bucket; the table's only SIGABRT) while ranks "
-                                           "1 and 3 lose it in the same update_params line; rank 0 left no line, so "
-                                           "'every other rank was in one collective' is not shown (as t67_desync)",
     "t70_nan_r2_w4_split": "a run that exited 0 with NaN weights: only rank 2 warns '[rank 2] non-finite loss nan at "
                            "step 39 (0 target tokens)', every rank from step 40 (the all-reduce spread it) and the "
                            "Trainer's grad_norm reads nan; a divergence with no failure is not reported, and the rank "

@@ -220,3 +220,39 @@ def mismatch_spared(job: JobModel) -> tuple[int, list[int]] | None:
     if len(spared) != 1 or len(receivers) != world - 1:
         return None
     return next(iter(spared)), sorted(receivers)
+
+
+#: "op.preamble.length <= op.nbytes. 77748 vs 4": what a peer sent, then what the aborted receiver posted.
+_SIZES = re.compile(r"(\d{1,15}) vs (\d{1,15})")
+#: A receive buffer this small is a scalar collective (a loss, a counter, a flag), never a gradient bucket.
+SCALAR_BYTES = 16
+
+
+@_per_job
+def mismatch_apart(job: JobModel) -> tuple[int, list[Event]] | None:
+    """(rank, evidence) when gloo aborted one rank that posted a scalar collective while every other rank
+    that says where it was lost its peer at one and the same line of the script, outside any torch.distributed
+    call: in autograd's backward, DDP's gradient all-reduce, whose buckets are no scalar. The aborted rank was
+    alone in another collective (an extra all_reduce of a metric, a step its peers skipped): it deviated.
+    Two of them at least, so that the others are a majority; none elsewhere."""
+    from .sites import script_site  # (sites reads tracebacks, which read these statements' kinds)
+
+    torn, _ = mismatch_reports(job)
+    if not torn:
+        return None
+    aborted = ({global_rank(job, e) for e in torn} - {None}) | aborted_in_tables(job)
+    sizes = next((m for e in torn if (m := _SIZES.search(e.text)) is not None), None)
+    if len(aborted) != 1 or sizes is None or int(sizes.group(2)) > SCALAR_BYTES:
+        return None
+    rank = next(iter(aborted))
+    sites: dict[int, tuple] = {}
+    for st in job.ranks:
+        if st.rank is None or st.rank == rank:
+            continue
+        site = script_site(st)
+        if site is not None:
+            sites[st.rank] = site
+    where = {s[0] for s in sites.values()}
+    if len(sites) < 2 or len(where) != 1 or any(s[3] for s in sites.values()):
+        return None
+    return rank, [torn[0], *(s[1] for s in list(sites.values())[:2])]

@@ -27,6 +27,7 @@ from ..evidence.oddsetting import odd_setting
 from ..evidence.oddwarn import odd_warning
 from ..evidence.statements import (
     TRANSPORT_MISMATCH,
+    mismatch_apart,
     mismatch_reports,
     mismatch_sender,
     mismatch_spared,
@@ -184,6 +185,15 @@ def _reported_mismatch(job: JobModel) -> list[Mismatch]:
                     f"(\"{TRANSPORT_MISMATCH.search(torn[0].text).group(0)}\"), every rank but rank {rank}: the data "
                     f"came from the one rank they have in common, which ran a collective of another size or kind",
                     [rank], [st.host if st is not None else None], torn[:4], [rank]))
+    elif torn and (apart := mismatch_apart(job)) is not None:
+        # One rank aborted on its scalar collective while every other rank was in the gradient all-reduce.
+        rank, evs = apart
+        st = job.known_ranks().get(rank)
+        out.append((f"gloo aborted rank {rank} on data of another size than its collective expected "
+                    f"(\"{TRANSPORT_MISMATCH.search(torn[0].text).group(0)}\": it posted a scalar) while every other "
+                    "rank that says where it was lost its peer in the gradient all-reduce of one backward call: rank "
+                    f"{rank} was alone in another collective (an extra one, or one its peers had left behind)",
+                    [rank], [st.host if st is not None else None], evs, [rank]))
     elif torn:
         # The receiver cannot tell which side deviated: name no culprit, only what happened.
         who = name_ranks(facts.global_rank(job, e) for e in torn) or "a process"
