@@ -172,6 +172,9 @@ def _record(obj: dict, rest: str, name: str) -> tuple[dict, str] | None:
         exc = _last_line(_lookup(obj, keys["exception"], _last_line)) \
             or (_last_line(msg) if "Traceback (most recent call last)" in msg[-64 * 1024:] else "")
         body = exc or (f"ERROR: {body}" if body else "")
+    elif level is not None and level.upper() in keys.get("warning_levels", ()) and body and " " in body \
+            and not _shipped_line(obj, msg):
+        body = f"WARNING: {body}"  # (its level is the record's, as a printed line's would be its own words)
     elif (" " not in body or (_COUNTER_KEYS.intersection(obj) and not any(c.isdigit() for c in body))) \
             and not _shipped_line(obj, msg):
         # One word is an event's name ('"event": "step", "iter": 12, "loss": 2.09'), not what it

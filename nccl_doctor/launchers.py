@@ -37,7 +37,7 @@ _LOGFMT = re.compile(LOGFMT_START)
 _MIN_SHARE = {"srun_label": 0.6, "pdsh_host": 0.8, "mpich_rank": 0.9, "torchrun_template": 0.8,
               "worker_label": 0.6, "stern_pod": 0.8, "compose_service": 0.6, "grep_line": 0.8, "shell_time": 0.9,
               "bracket_node": 0.8, "parallel_tag": 0.8, "email_quote": 0.5, "chat_speaker": 0.6,
-              "line_numbers": 0.8, "logging_process_index": 0.5}
+              "line_numbers": 0.8, "logging_process_index": 0.5, "slash_rank": 0.15}
 #: Ambiguous prefixes whose share is counted on the lines as written, not on what the others leave.
 _ON_RAW_LINES = frozenset(("shell_time",))
 #: An unlabelled NCCL line proves that the stream is not labelled by the launcher.
@@ -235,11 +235,23 @@ def detect_modes(sample_lines: list[str], launchers: tuple[Launcher, ...] | None
         if hits >= _MIN_SHARE[lc.name] * len(stripped) and \
                 (lc.name not in ("pdsh_host", "stern_pod") or len(values) <= max(1, hits // 3)) and \
                 (lc.name != "stern_pod" or len(containers) <= 3) and \
-                (lc.name != "bracket_node" or len(names) >= 2):  # (one tag on every line: a program's own)
+                (lc.name != "bracket_node" or len(names) >= 2) and \
+                (lc.name != "slash_rank" or _ranks_of_one_world(lc, stripped)):  # (one tag on every line: a program's own)
             modes.add(lc.name)
     if "srun_label" in modes:
         modes.discard("pdsh_host")
     return frozenset(modes)
+
+
+def _ranks_of_one_world(lc: Launcher, stripped: list[str]) -> bool:
+    """"[r/w]" tags that are ranks, not a counter: six at least, one world size, every rank below it, and in an
+    order no counter keeps (several ranks interleaved) or one rank only (its own file)."""
+    tags = [(int(m.group("rank")), int(m.group("world"))) for ln in stripped if (m := lc.regex.match(ln))]
+    worlds = {w for _r, w in tags}
+    ranks = [r for r, _w in tags]
+    if len(tags) < 6 or len(worlds) != 1 or not 1 < next(iter(worlds)) <= 65536 or max(ranks) >= next(iter(worlds)):
+        return False
+    return len(set(ranks)) == 1 or any(b < a for a, b in zip(ranks, ranks[1:], strict=False))
 
 
 def head_lines(chunk: bytes, want: int = 600, limit: int = 256 << 10) -> list[str]:

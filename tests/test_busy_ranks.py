@@ -98,3 +98,47 @@ def test_an_aborted_rank_whose_peers_were_in_another_scalar_collective_is_not_bl
     # explicit all_reduce at train68.py:407), ranks 1 and 2 left no line: the culprit (rank 1) cannot be told
     report = analyze([str(RUNS / "t68_desync_r1_w4_det_tee")], jobs=1)
     assert not (report.verdict or {}).get("ranks")
+
+
+# ---- messages that name other ranks (family t206) ----
+
+def test_the_rank_every_other_rank_s_error_names_is_accused():
+    # console.log:32 and :40: ranks 2 and 1 raise "rank N: checksum mismatch with rank 0's broadcast of EMA
+    # shard 0/3 ..."; rank 0 only lost its peers (":46-53", Connection closed by peer in its next broadcast)
+    report = analyze([str(RUNS / "t206_bcast_r0_w3_redirect")], jobs=1)
+    assert report.verdict["ranks"] == [0]
+
+
+def test_the_rank_a_given_up_wait_names_is_accused_not_the_waiter():
+    # console.err:8: rank 0's "TimeoutError: rank 0: checkpoint step 20 incomplete after 20 s: no shard from
+    # ranks [2]"; rank 2's last line is "writing checkpoint shard 2/3 for step 20" (console.out:31)
+    report = analyze([str(RUNS / "t206_ckptwait_hang_r2_w3_split")], jobs=1)
+    assert report.verdict["ranks"] == [2]
+
+
+def test_a_rank_naming_the_peer_it_compared_with_is_still_its_own_culprit():
+    # rank 1 alone raises "rank 1: data manifest mismatch at epoch 1: expected 4 shards from rank 0, got 3":
+    # its own cache lost a shard; rank 0 is only the reference
+    report = analyze([str(RUNS / "t206_shards_r1_w4_tee")], jobs=1)
+    assert report.verdict["ranks"] == [1]
+
+
+def test_a_step_line_one_rank_alone_prints_is_no_position_to_compare():
+    # rank 0 alone prints "eval step 19: loss ... from 4 ranks" as the evaluation's aggregator; every rank's
+    # last "step N/40" is 15: no rank "ran ahead" (DSY1 must not fire); rank 0's monitored barrier names rank 1
+    report = analyze([str(RUNS / "t206_monbarrier_hang_r1_w4_logdir")], jobs=1)
+    assert report.verdict["ranks"] == [1]
+    assert not [f for f in report.findings if f.rule == "DSY1"]
+
+
+# ---- launchers.slash_rank: "[r/w]" tags read as ranks only where no counter could have written them ----
+
+def test_interleaved_rank_of_world_tags_are_ranks_and_a_counter_is_not():
+    from nccl_doctor.launchers import detect_modes
+
+    tagged = [f"[{r}/4] step {s} loss 2.1" for s in range(1, 4) for r in (2, 0, 3, 1)]
+    assert "slash_rank" in detect_modes(tagged)
+    epochs = [f"[{e}/10] epoch {e} loss 2.1" for e in range(1, 10)]  # a counter: in order, up to its total
+    assert "slash_rank" not in detect_modes(epochs)
+    one_based = [f"[{r}/4] step {s}" for s in range(1, 4) for r in (4, 1, 3, 2)]  # 4/4: no rank of 4
+    assert "slash_rank" not in detect_modes(one_based)

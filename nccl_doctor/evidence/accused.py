@@ -27,9 +27,11 @@ differs", accuses that rank (a gathered check every rank runs alike). Only when 
 world raised it, the message names exactly one rank, and that rank is in the job. And when a single
 rank failed of its own, with a check of the job's that says which other rank is the trouble ("mean step
 time 0.476s over the 0.3s budget; slowest rank 3", "rank 5 is lagging behind"): the rank it names,
-with the words that say so next to it, or with the rank as the subject of "differs", "disagrees",
+with the words that say so next to it (a wait it gave up on: "no shard from ranks [2]"), or with the rank as the
+subject of "differs", "disagrees",
 "is inconsistent" ("rank 1 differs from rank 0": rank 1; the reference it was compared with is not
-accused). A listing of every rank's value ("(rank 0: 9398.48, rank 1: 9398.48, ...)") names no one.
+accused). And when every rank but one raised one error that names that one rank ("checksum mismatch with rank
+0's broadcast"), it is accused: they checked what it sent. A listing of every rank's value ("(rank 0: 9398.48, rank 1: 9398.48, ...)") names no one.
 
 An object collective whose receivers cannot unpickle what the source sent (pickle's "Can't get
 attribute 'Vocab' on <module '__main__' ...>": the class is defined only in the sender's branch of
@@ -50,7 +52,10 @@ _COUNTS = re.compile(r"DDP expects same model across all ranks, but Rank (?P<me>
 _NAMED = re.compile(r"\b(?:[Rr]anks?|RANKS?)(?:\(s\))?[ :=#]{0,3}(\[[\d, ]{1,200}\]|\d{1,7}\b)")
 _CUE = (r"(?:slowest|straggl\w{0,4}|laggard|lagging|behind|stuck|hung|hanging|unresponsive|not responding|stalled|"
         r"diverg\w{0,5}|faulty|offending)")
-_BLAMED = re.compile(rf"\b{_CUE}\b[^.;:]{{0,40}}?\b(?:[Rr]ank|RANK)[ :=#]{{0,3}}(\d{{1,7}})\b|"
+#: Words of a wait given up on, before the rank waited for ("no shard from ranks [2]", "still waiting for rank 3").
+_WAITED_FOR = r"(?:waiting for|waited for|no (?:[\w-]{1,30} ){0,2}from|nothing from|missing from)"
+_BLAMED = re.compile(rf"\b(?:{_CUE}|{_WAITED_FOR})\b[^.;:]{{0,40}}?\b(?:[Rr]anks?|RANKS?)[ :=#]{{0,3}}"
+                     rf"(?:\[(\d{{1,7}})\]|(?<!\[)(\d{{1,7}})\b)|"
                      rf"\b(?:[Rr]ank|RANK)[ :=#]{{0,3}}(\d{{1,7}})\b(?: (?:is|was|looks|seems))?(?: the)? {_CUE}\b")
 #: Words that accuse the rank named before them only: "rank 1 differs from rank 0" accuses rank 1
 #: (rank 0 is the reference it was compared with).
@@ -59,6 +64,8 @@ _ACCUSED = re.compile(rf"\b(?:[Rr]ank|RANK)[ :=#]{{0,3}}(\d{{1,7}})\b {_SUBJECT_
 #: A rank named as the key of a listing of every rank's value ("(rank 0: 9398.48, rank 1: ...)"):
 #: a table, not an accusation.
 _LISTED = re.compile(r"\s?[:=]\s?[-+]?\d")
+#: What differs between one error as several ranks raise it: their own rank, counts, addresses.
+_VARIES = re.compile(r"0x[0-9a-f]+|\d+")
 _UNPICKLED = re.compile(r"\bCan't get attribute '[\w.]{1,200}' on <module '")
 _SIZES = re.compile(r"appears not to match (?:sizes|strides) of the same param in process (?P<ref>\d{1,7})")
 
@@ -110,6 +117,28 @@ def _named_alike(own: dict[int, Failure], world: int) -> tuple[list[int], Failur
     return [next(iter(named))], own[min(own)], "every rank's own check names it"
 
 
+def _named_by_the_rest(own: dict[int, Failure], world: int) -> tuple[list[int], Failure, str] | None:
+    """The one rank that every other rank's one error names ("rank 2: checksum mismatch with rank 0's broadcast",
+    raised by every rank but rank 0): what they all received from it, or checked against it, was wrong, while it
+    raised nothing of its own (only lost its peers when they stopped). Three ranks at least, one error (its
+    numbers aside), and each message names that one rank besides its writer."""
+    if world < 3 or len(own) != world - 1:
+        return None
+    texts = {r: f.events[0].text for r, f in own.items() if f.events}
+    if len(texts) != len(own) or len({_VARIES.sub("#", t) for t in texts.values()}) != 1:
+        return None
+    named: set[int] = set()
+    for me, text in texts.items():
+        theirs = {int(n) for m in _NAMED.finditer(text) if not _LISTED.match(text, m.end())
+                  for n in re.findall(r"\d{1,7}", m.group(1))} - {me}
+        if len(theirs) != 1:
+            return None
+        named |= theirs
+    if len(named) != 1 or next(iter(named)) in own or not 0 <= next(iter(named)) < world:
+        return None
+    return sorted(named), own[min(own)], "every other rank's error names it"
+
+
 def _sent_unpicklable(own: dict[int, Failure], world: int) -> tuple[list[int], Failure, str] | None:
     """The one rank that did not fail, when every other rank failed alike unpickling an object of a
     class their ``__main__`` does not define (pickle's "Can't get attribute 'Vocab' on <module
@@ -133,7 +162,7 @@ def _named_by_one(own: dict[int, Failure], world: int) -> tuple[list[int], Failu
     if not f.events or f.events[0].kind not in ("python_exception", "log_error"):
         return None
     text = f.events[0].text
-    named = {int(m.group(1) or m.group(2)) for m in _BLAMED.finditer(text)} | \
+    named = {int(next(g for g in m.groups() if g)) for m in _BLAMED.finditer(text)} | \
         {int(m.group(1)) for m in _ACCUSED.finditer(text)}
     if len(named) != 1 or me in named or not 0 <= next(iter(named)) < world:
         return None
@@ -151,8 +180,8 @@ def accused_failures(job: JobModel, out: list[Failure]) -> list[Failure]:
     checked = {r for r, f in own.items() if any(_COUNTS.search(e.text) or _SIZES.search(e.text) for e in f.events)}
     seen = set(job.known_ranks())
     size = world or (len(seen) if seen == set(range(len(seen))) else 0)
-    alike = (_named_alike(own, size) or _named_by_one(own, size) or _sent_unpicklable(own, size)) \
-        if not checked else None
+    alike = (_named_alike(own, size) or _named_by_the_rest(own, size) or _named_by_one(own, size)
+             or _sent_unpicklable(own, size)) if not checked else None
     if alike is None and (world is None or world < 2):
         return out
     if alike is not None:

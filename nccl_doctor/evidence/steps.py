@@ -16,6 +16,7 @@ have printed its steps. Results are cached per job like the facts.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -42,9 +43,10 @@ def step_outlier(job: JobModel) -> StepOutlier | None:
     if len(ends) < 3 or any(e.how == "cause" for e in ends.values()):
         return None
     last: dict[int, Event] = {}
+    shared = _shared_shapes(ends)
     for rank, end in ends.items():
-        steps = [e for e in end.state.events if e.kind == "train_step" and e.get("step") is not None] \
-            if end.state is not None else []
+        steps = [e for e in end.state.events if e.kind == "train_step" and e.get("step") is not None
+                 and (_shape(e) in shared or not _EVAL.search(e.text))] if end.state is not None else []
         if len(steps) < 2:
             return None  # every rank must print its steps, or nothing can be compared
         last[rank] = max(steps, key=by_place)
@@ -79,6 +81,28 @@ def step_outlier(job: JobModel) -> StepOutlier | None:
         reason = (f"its last step line is {odd_text} while the other {others} all reached {common_text}: it "
                   "stopped before a collective they entered")
     return StepOutlier(rank, odd_key[1], common[1], ahead, reason, [last[rank], peer])
+
+
+#: A step line's shape: its text with every number masked (the counters, the loss).
+_NUMBERS = re.compile(r"\d+")
+#: An evaluation's own count ("eval step 19: loss ..."), not the training step's.
+_EVAL = re.compile(r"\b(?:[Ee]val\w{0,8}|EVAL|[Vv]al(?:id\w{0,7})?|[Tt]est(?:ing)?)\b")
+
+
+def _shape(ev: Event) -> str:
+    return _NUMBERS.sub("#", ev.text)
+
+
+def _shared_shapes(ends: dict) -> set[str]:
+    """The shapes of step lines that more than one rank printed. An evaluation's line one rank alone prints
+    (rank 0's "eval step 19: loss ... from 4 ranks" as the evaluation's aggregator) counts another loop than
+    the training steps every rank prints: its number is no position to compare. (Any other line of one rank's
+    own shape is kept: two ranks' prints torn into one line are still their steps.)"""
+    seen: Counter = Counter()
+    for end in ends.values():
+        if end.state is not None:
+            seen.update({_shape(e) for e in end.state.events if e.kind == "train_step"})
+    return {shape for shape, n in seen.items() if n > 1}
 
 
 @dataclass(slots=True, eq=False)
