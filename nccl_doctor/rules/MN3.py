@@ -118,7 +118,7 @@ def _not_reporting(job: JobModel, pg: str, pt: facts.PgTimeouts) -> str:
     silent = [r for r in silent if r not in barrier]
     if not silent:
         return f"every other rank reported ({facts.name_ranks(barrier)} in its monitored barrier)"
-    out = f"{plural(len(silent), 'rank')} of {job.ranks_expected} did not report here: {fmt_ranks(silent)}"
+    out = f"{plural(len(silent), 'rank')} of {job.ranks_expected} reported no timeout here: {fmt_ranks(silent)}"
     if elsewhere:
         out += f" ({facts.name_ranks(elsewhere)} timed out in another group)"
     if barrier:

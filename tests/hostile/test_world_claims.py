@@ -51,7 +51,7 @@ def test_a_claim_of_ten_million_ranks_beside_16_logs(tmp_path):
     assert {f["rule"] for f in got["findings"]} == {f["rule"] for f in base["findings"]}
     text = _run("analyze", str(_job(tmp_path / "c", 9_999_999))).stdout
     assert "NOTE     the logs cover 16 of 9,999,999 ranks" in text
-    assert "did not report here" not in text and "cannot be named" in text  # MN3 says why it names none
+    assert "reported no timeout here" not in text and "cannot be named" in text  # MN3 says why it names none
 
 
 def test_a_dump_claiming_100000_ranks_beside_16_logs(tmp_path):
