@@ -28,7 +28,7 @@ _NOT_HOSTS = {"INFO", "WARNING", "ERROR", "DEBUG", "CRITICAL", "srun", "slurmste
               "Train", "train", "Test", "test", "Eval", "eval", "Valid", "valid", "Validation", "val"}
 #: Prefixes added by log collectors outside every launcher: ambiguous launcher prefixes may follow them.
 _COLLECTORS = frozenset({"k8s_timestamp", "kubectl_prefix", "ansi_remnant", "stern_pod", "journald", "compose_service",
-                         "bracket_iso_time", "loki_labels", "shell_time", "bracket_node"})
+                         "bracket_iso_time", "loki_labels", "shell_time", "shell_datetime", "bracket_node"})
 _DIGITS = re.compile(r"\d+")
 #: A Loki stream label ('pod="job-3-worker-0"'), and the labels that name a line's node, in order.
 _LABEL = re.compile(r'(\w{1,64})="([^"\n]{0,253})"')
@@ -37,9 +37,9 @@ _LOGFMT = re.compile(LOGFMT_START)
 _MIN_SHARE = {"srun_label": 0.6, "pdsh_host": 0.8, "mpich_rank": 0.9, "torchrun_template": 0.8,
               "worker_label": 0.6, "stern_pod": 0.8, "compose_service": 0.6, "grep_line": 0.8, "shell_time": 0.9,
               "bracket_node": 0.8, "parallel_tag": 0.8, "email_quote": 0.5, "chat_speaker": 0.6,
-              "line_numbers": 0.8, "logging_process_index": 0.5, "slash_rank": 0.15}
+              "line_numbers": 0.8, "logging_process_index": 0.5, "slash_rank": 0.15, "shell_datetime": 0.9}
 #: Ambiguous prefixes whose share is counted on the lines as written, not on what the others leave.
-_ON_RAW_LINES = frozenset(("shell_time",))
+_ON_RAW_LINES = frozenset(("shell_time", "shell_datetime"))
 #: An unlabelled NCCL line proves that the stream is not labelled by the launcher.
 _BARE_NCCL = re.compile(r"^[\w.-]{1,253}:\d{1,10}:\d{1,10} \[\d{1,4}\] (?:NCCL )?(?:INFO|WARN)")
 
@@ -236,11 +236,23 @@ def detect_modes(sample_lines: list[str], launchers: tuple[Launcher, ...] | None
                 (lc.name not in ("pdsh_host", "stern_pod") or len(values) <= max(1, hits // 3)) and \
                 (lc.name != "stern_pod" or len(containers) <= 3) and \
                 (lc.name != "bracket_node" or len(names) >= 2) and \
-                (lc.name != "slash_rank" or _ranks_of_one_world(lc, stripped)):  # (one tag on every line: a program's own)
+                (lc.name != "slash_rank" or _ranks_of_one_world(lc, stripped)) and \
+                (lc.name != "shell_datetime" or _dated_by_a_shell(lc, lines)):  # (one tag on every line: a program's own)
             modes.add(lc.name)
     if "srun_label" in modes:
         modes.discard("pdsh_host")
     return frozenset(modes)
+
+
+#: What follows a shell's date on lines no logger dates: a date of the record's own, a traceback, torch's or
+#: torchrun's own lines, a launcher's label, an indented row of a failure table.
+_UNDATED = re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}|Traceback \(most|\s|\[rank\d|\[default\d|[IWEF]\d{4} \d\d:|-{20}|"
+                      r"Root Cause|Failures:")
+
+
+def _dated_by_a_shell(lc: Launcher, lines: list[str]) -> bool:
+    """A date before lines that no logger dates (see _UNDATED): two of them at least."""
+    return sum(1 for ln in lines if (m := lc.regex.match(ln)) and _UNDATED.match(ln, m.end())) >= 2
 
 
 def _ranks_of_one_world(lc: Launcher, stripped: list[str]) -> bool:

@@ -197,6 +197,10 @@ KNOWN_WRONG = {
     "t75_nan_r2_w4_logall_tee": "from step 12 every rank logs 'loss: nan' (a NaN-weighted record on rank 2 spread by "
                                 "the all-gather) and the run completes with exit 0: a divergence with no failure is "
                                 "not reported (labelled: failed, no single culprit)",
+    "t210_nan_nosign_r0_w4_logdir": "one NaN record of rank 0's batch, spread by the all-reduce: every rank prints the same "
+                                     "'loss nan' and raises the same FloatingPointError (console.log:61-88); the verdict "
+                                     "names ranks 0-3 alike, as for t17_nan_all (every replica's batch bad: all ranks "
+                                     "labelled); the logs cannot tell the two apart (labelled no culprit here, as t54)",
     "t27_src_r1_w3_detail_split": "ranks 0 and 1 both timed out sending in one broadcast (two roots); rank 0 is "
                                   "the job's established root (its earlier broadcast): not reasoned about",
 }

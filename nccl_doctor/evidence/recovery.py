@@ -9,6 +9,7 @@ restarted the worker group after it, and the restarted ranks trained on with no 
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 
 from ..events import Event
@@ -56,7 +57,8 @@ def trained_on(job: JobModel, f: Failure) -> bool:
         return False  # the agent reported the worker failed, and the steps after are its restarted group's
     if _thread_starved(job, f):
         return False
-    if any(owner(job, e) is f.state or (e.rank is not None and e.rank == f.rank) for e in later):
+    mine = [e for e in later if owner(job, e) is f.state or (e.rank is not None and e.rank == f.rank)]
+    if mine and not _no_further(job, f, ev, mine):
         return True
     if f.rank is None and f.label is None:
         # Nobody's traceback (no rank prefix on it): when every rank that prints steps in this file
@@ -65,6 +67,20 @@ def trained_on(job: JobModel, f: Failure) -> bool:
         return bool(stepping) and None not in {e.rank for e in progress} \
             and stepping <= {e.rank for e in later}
     return False
+
+
+_STEP_SAID = re.compile(r"\b[Ss]tep[ =:#]{0,2}(\d{1,9})\b")
+
+
+def _no_further(job: JobModel, f: Failure, ev, later: list) -> bool:
+    """Its step lines below the error count no step past the ones before it, or past the step its error names
+    (a tee relaying stdout and stderr by two threads puts the step it was on after its traceback): no sign
+    that it went on."""
+    before = [e.get("step") for e in _progress_by_file(job).get(ev.file, ()) if e.line < ev.line
+              and isinstance(e.get("step"), int) and (owner(job, e) is f.state or (e.rank is not None and e.rank == f.rank))]
+    after = [e.get("step") for e in later if isinstance(e.get("step"), int)]
+    said = [int(n) for n in _STEP_SAID.findall(ev.text)]  # "loss is nan at step 12": the step it failed in
+    return bool(before) and bool(after) and len(after) == len(later) and max(after) <= max(before + said)
 
 
 @_per_job

@@ -10,6 +10,7 @@ that ended unlike all the others (``endings``). Built on the timeouts, failures 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +28,7 @@ from .hang import silent_hang
 from .named import named_silent
 from .progress import PHASE_WORDS, phase_of
 from .ras import healthy as healthy_report
-from .rendezvous import deadlocked, incomplete
+from .rendezvous import deadlocked, incomplete, node_name
 from .retrying import repeated_failure
 from .statements import barrier_roots, named_by_torch
 from .suspects import _CONF, Suspect, lagging_ranks, stage_outliers
@@ -110,7 +111,7 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
             add(Suspect(rank, None, f"the job has {job.ranks_expected} ranks but no line names rank {rank}",
                         "low", [], confirmed=False))
         else:
-            host = _neighbours_host(known, rank)
+            host = _neighbours_host(known, rank) or (_node_of_the_missing(job) if len(missing) == 1 else None)
             where = f" (probably on the host of its neighbours {rank - 1} and {rank + 1})" if host else ""
             add(Suspect(rank, None, f"the job has {job.ranks_expected} ranks but rank {rank} wrote no line{where}",
                         "high" if per_rank else "medium", [], host=host,
@@ -269,6 +270,28 @@ def _neighbours_host(known: dict[int, RankState], rank: int) -> str | None:
     if lo is not None and hi is not None and lo.host and lo.host == hi.host:
         return lo.host
     return None
+
+
+def _node_of_the_missing(job: JobModel) -> str | None:
+    """The one node whose consoles (named after it: ``gpu-node-b.out``) hold no known rank's lines, when one
+    rank of the job is missing: its lines, which name no rank, are that rank's."""
+    placed = {st.host for st in job.ranks if st.rank is not None and st.host}
+    nodes = {name for f in job.files if (name := node_name(job, f)) is not None}
+    # a console named like a known node's but for its last word ("gpu-node-b.out" beside gpu-node-a's)
+    nodes |= {stem for f in job.files if (stem := _file_stem(f)) not in nodes
+              and any(_sibling_names(stem, host) for host in placed)}
+    others = nodes - placed
+    return next(iter(others)) if len(others) == 1 and placed and placed <= nodes else None
+
+
+def _file_stem(path: str) -> str:
+    return path.replace("\\", "/").rsplit("/", 1)[-1].split(".", 1)[0]
+
+
+def _sibling_names(a: str, b: str) -> bool:
+    """Two names that differ only in their last word (``gpu-node-a``, ``gpu-node-b``)."""
+    pa, pb = re.split(r"[-_]", a), re.split(r"[-_]", b)
+    return a != b and len(pa) == len(pb) >= 2 and pa[:-1] == pb[:-1] and len(pa[-1]) == len(pb[-1])
 
 
 def _launcher_labelled(job: JobModel) -> bool:
