@@ -142,3 +142,10 @@ def test_interleaved_rank_of_world_tags_are_ranks_and_a_counter_is_not():
     assert "slash_rank" not in detect_modes(epochs)
     one_based = [f"[{r}/4] step {s}" for s in range(1, 4) for r in (4, 1, 3, 2)]  # 4/4: no rank of 4
     assert "slash_rank" not in detect_modes(one_based)
+
+
+def test_a_broadcast_source_every_receiver_names_as_src_is_accused():
+    # t214_bcast: ranks 2, 0 and 3 raise "class-weight sync round 5: payload from src=1 failed validation"
+    # (console.log:155, 164, 173); rank 1 only lost its peers afterwards (console.log:175-199)
+    report = analyze([str(RUNS / "t214_bcast_r1_w4_tee")], jobs=1)
+    assert report.verdict["ranks"] == [1]

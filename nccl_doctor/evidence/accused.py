@@ -64,6 +64,8 @@ _ACCUSED = re.compile(rf"\b(?:[Rr]ank|RANK)[ :=#]{{0,3}}(\d{{1,7}})\b {_SUBJECT_
 #: A rank named as the key of a listing of every rank's value ("(rank 0: 9398.48, rank 1: ...)"):
 #: a table, not an accusation.
 _LISTED = re.compile(r"\s?[:=]\s?[-+]?\d")
+#: A collective's source rank as its receivers name it ("payload from src=1 failed validation").
+_SENDER = re.compile(r"\b(?:src|source|sender)(?: rank)?[ =:]{1,3}(\d{1,7})\b")
 #: What differs between one error as several ranks raise it: their own rank, counts, addresses.
 _VARIES = re.compile(r"0x[0-9a-f]+|\d+")
 _UNPICKLED = re.compile(r"\bCan't get attribute '[\w.]{1,200}' on <module '")
@@ -119,6 +121,7 @@ def _named_alike(own: dict[int, Failure], world: int) -> tuple[list[int], Failur
 
 def _named_by_the_rest(own: dict[int, Failure], world: int) -> tuple[list[int], Failure, str] | None:
     """The one rank that every other rank's one error names ("rank 2: checksum mismatch with rank 0's broadcast",
+    "payload from src=1 failed validation",
     raised by every rank but rank 0): what they all received from it, or checked against it, was wrong, while it
     raised nothing of its own (only lost its peers when they stopped). Three ranks at least, one error (its
     numbers aside), and each message names that one rank besides its writer."""
@@ -129,8 +132,8 @@ def _named_by_the_rest(own: dict[int, Failure], world: int) -> tuple[list[int], 
         return None
     named: set[int] = set()
     for me, text in texts.items():
-        theirs = {int(n) for m in _NAMED.finditer(text) if not _LISTED.match(text, m.end())
-                  for n in re.findall(r"\d{1,7}", m.group(1))} - {me}
+        theirs = ({int(n) for m in _NAMED.finditer(text) if not _LISTED.match(text, m.end())
+                   for n in re.findall(r"\d{1,7}", m.group(1))} | {int(m.group(1)) for m in _SENDER.finditer(text)}) - {me}
         if len(theirs) != 1:
             return None
         named |= theirs
