@@ -44,6 +44,7 @@ import re
 from collections import defaultdict
 
 from ..model import JobModel
+from .facts import VARYING
 from .failure_record import Failure
 from .monitor import monitor_failures
 
@@ -66,8 +67,6 @@ _ACCUSED = re.compile(rf"\b(?:[Rr]ank|RANK)[ :=#]{{0,3}}(\d{{1,7}})\b {_SUBJECT_
 _LISTED = re.compile(r"\s?[:=]\s?[-+]?\d")
 #: A collective's source rank as its receivers name it ("payload from src=1 failed validation").
 _SENDER = re.compile(r"\b(?:src|source|sender)(?: rank)?[ =:]{1,3}(\d{1,7})\b")
-#: What differs between one error as several ranks raise it: their own rank, counts, addresses.
-_VARIES = re.compile(r"0x[0-9a-f]+|\d+")
 _UNPICKLED = re.compile(r"\bCan't get attribute '[\w.]{1,200}' on <module '")
 _SIZES = re.compile(r"appears not to match (?:sizes|strides) of the same param in process (?P<ref>\d{1,7})")
 
@@ -128,7 +127,7 @@ def _named_by_the_rest(own: dict[int, Failure], world: int) -> tuple[list[int], 
     if world < 3 or len(own) != world - 1:
         return None
     texts = {r: f.events[0].text for r, f in own.items() if f.events}
-    if len(texts) != len(own) or len({_VARIES.sub("#", t) for t in texts.values()}) != 1:
+    if len(texts) != len(own) or len({VARYING.sub("#", t) for t in texts.values()}) != 1:
         return None
     named: set[int] = set()
     for me, text in texts.items():

@@ -30,7 +30,8 @@ class LineBehind:
     events: list[Event]
 
 
-def _shape(text: str) -> str:
+def line_shape(text: str) -> str:
+    """A line with every number masked: the same statement whatever its counters."""
     return _DIGITS.sub("#", text.strip())
 
 
@@ -61,7 +62,7 @@ def lone_last_line(lasts: dict[int, LastLine]) -> int | None:
     last line every other rank ended on."""
     if len(lasts) < 3:
         return None
-    shapes = {rank: _shape(ll.text) for rank, ll in lasts.items()}
+    shapes = {rank: line_shape(ll.text) for rank, ll in lasts.items()}
     (common, n), *rest = Counter(shapes.values()).most_common()
     if n != len(lasts) - 1 or not rest:
         return None
@@ -81,7 +82,7 @@ def line_behind(job: JobModel) -> LineBehind | None:
         return None  # it said what befell it
     others = [st for st in ranks if st is not odd]
     befores = [_before(job, st) for st in others]
-    if any(b is None or _shape(b) != _shape(odd.last_line.text) for b in befores):
+    if any(b is None or line_shape(b) != line_shape(odd.last_line.text) for b in befores):
         return None
     lead = others[0].last_line
     return LineBehind(odd.rank, odd.last_line.text, lead.text, [_event(odd.last_line, odd.rank), _event(lead, others[0].rank)])

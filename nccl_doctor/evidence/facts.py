@@ -225,6 +225,10 @@ def dated_after(job: JobModel, ev: Event) -> float | None:
     return found[1][i] if i < len(found[0]) else None
 
 
+#: What differs between one message as several ranks or processes print it: addresses, counts, their own rank.
+VARYING = re.compile(r"0x[0-9a-f]+|\d+")
+
+
 def _stem(path: str) -> str:
     return path.replace("\\", "/").rsplit("/", 1)[-1].split(".", 1)[0]
 
@@ -326,7 +330,7 @@ from .timeouts import (  # noqa: E402
 )
 
 __all__ = [
-    "CAUSE_KINDS", "DEFAULT_TIMEOUTS_MS", "EARLY_SEQ", "NETWORK_KINDS", "Failure", "PgTimeouts",
+    "CAUSE_KINDS", "DEFAULT_TIMEOUTS_MS", "VARYING", "EARLY_SEQ", "NETWORK_KINDS", "Failure", "PgTimeouts",
     "RankTimeout", "Suspect", "WatchdogKill", "brief", "classify", "count_ranks", "early_place", "early_timeouts",
     "expand_tasks", "failures",
     "file_host", "first_failure", "first_ts", "fmt_ms", "fmt_ranks", "global_rank", "host_of", "int_in", "job_failed",

@@ -142,4 +142,3 @@ def trained_between(st, before: Event, after: Event) -> bool:
         return False
     lo, hi = before.line, after.line
     return any(e.kind == "train_step" and e.file == before.file and lo < e.line < hi for e in st.events)
-

@@ -22,7 +22,7 @@ from . import stacks
 from .alike import common_complaints
 from .dumps import dump_facts
 from .endings import Ending, host_of_rank, lost_peer_only, quiet_odd_ones
-from .facts import _per_job, file_host, int_in, name_ranks, per_rank_layout, pg_label, plural
+from .facts import _per_job, _stem, file_host, int_in, name_ranks, per_rank_layout, pg_label, plural
 from .failures import failures, job_failed, killed_ranks
 from .hang import silent_hang
 from .named import named_silent
@@ -278,14 +278,10 @@ def _node_of_the_missing(job: JobModel) -> str | None:
     placed = {st.host for st in job.ranks if st.rank is not None and st.host}
     nodes = {name for f in job.files if (name := node_name(job, f)) is not None}
     # a console named like a known node's but for its last word ("gpu-node-b.out" beside gpu-node-a's)
-    nodes |= {stem for f in job.files if (stem := _file_stem(f)) not in nodes
+    nodes |= {stem for f in job.files if (stem := _stem(f)) not in nodes
               and any(_sibling_names(stem, host) for host in placed)}
     others = nodes - placed
     return next(iter(others)) if len(others) == 1 and placed and placed <= nodes else None
-
-
-def _file_stem(path: str) -> str:
-    return path.replace("\\", "/").rsplit("/", 1)[-1].split(".", 1)[0]
 
 
 def _sibling_names(a: str, b: str) -> bool:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from ..events import Event, by_place
 from ..model import JobModel
+from .behind import line_shape
 from .endings import endings
 from .facts import _per_job, plural
 from .launcher_facts import progress_key, progress_text
@@ -46,7 +47,7 @@ def step_outlier(job: JobModel) -> StepOutlier | None:
     shared = _shared_shapes(ends)
     for rank, end in ends.items():
         steps = [e for e in end.state.events if e.kind == "train_step" and e.get("step") is not None
-                 and (_shape(e) in shared or not _EVAL.search(e.text))] if end.state is not None else []
+                 and (line_shape(e.text) in shared or not _EVAL.search(e.text))] if end.state is not None else []
         if len(steps) < 2:
             return None  # every rank must print its steps, or nothing can be compared
         last[rank] = max(steps, key=by_place)
@@ -83,14 +84,8 @@ def step_outlier(job: JobModel) -> StepOutlier | None:
     return StepOutlier(rank, odd_key[1], common[1], ahead, reason, [last[rank], peer])
 
 
-#: A step line's shape: its text with every number masked (the counters, the loss).
-_NUMBERS = re.compile(r"\d+")
 #: An evaluation's own count ("eval step 19: loss ..."), not the training step's.
 _EVAL = re.compile(r"\b(?:[Ee]val\w{0,8}|EVAL|[Vv]al(?:id\w{0,7})?|[Tt]est(?:ing)?)\b")
-
-
-def _shape(ev: Event) -> str:
-    return _NUMBERS.sub("#", ev.text)
 
 
 def _shared_shapes(ends: dict) -> set[str]:
@@ -101,7 +96,7 @@ def _shared_shapes(ends: dict) -> set[str]:
     seen: Counter = Counter()
     for end in ends.values():
         if end.state is not None:
-            seen.update({_shape(e) for e in end.state.events if e.kind == "train_step"})
+            seen.update({line_shape(e.text) for e in end.state.events if e.kind == "train_step"})
     return {shape for shape, n in seen.items() if n > 1}
 
 

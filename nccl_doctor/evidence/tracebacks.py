@@ -96,8 +96,8 @@ def _chained_on(job: JobModel, direct: dict[str, list[int]], handled_starts: dic
     for file, lines in chains.items():
         starts, done = by_file.get(file, []), set(direct[file])
         for chain in sorted(lines):
-            i = bisect_right(starts, chain)
-            before = starts[bisect_left(starts, chain) - 1] if bisect_left(starts, chain) else None
+            i = bisect_right(starts, chain)  # (a chain line is no traceback's start: the next start is starts[i])
+            before = starts[i - 1] if i else None
             if i < len(starts) and starts[i] - chain <= 3 and before in done and starts[i] not in done:
                 done.add(starts[i])
                 handled_starts[file].append(starts[i])

@@ -13,8 +13,6 @@ the same process kept training is only info.
 
 from __future__ import annotations
 
-import re
-
 from ..evidence import facts, stacks
 from ..evidence.facts import plural
 from ..evidence.nccl_facts import node_wide_errors
@@ -24,7 +22,6 @@ from .base import Rule
 
 #: Failures this close in time (or untimed) with the same message are one event seen by several ranks.
 SAME_TIME_S = 60.0
-_VARYING = re.compile(r"0x[0-9a-f]+|\d+")
 
 
 def check(job: JobModel, rule: Rule) -> list[Finding]:
@@ -80,7 +77,7 @@ def _same_failure(a: facts.Failure, b: facts.Failure) -> bool:
     """Same message (numbers and pointers aside), same kind, no time between them that orders them."""
     if a.category != b.category or a.exit_only or b.exit_only:
         return False
-    if _VARYING.sub("N", a.what) != _VARYING.sub("N", b.what):
+    if facts.VARYING.sub("N", a.what) != facts.VARYING.sub("N", b.what):
         return False
     return a.ts is None or b.ts is None or abs(a.ts - b.ts) <= SAME_TIME_S
 
