@@ -79,11 +79,6 @@ KNOWN_WRONG = {
                                "at step 45 with no traceback and no table, the two surviving tables list ranks 0-3 "
                                "only and every surviving rank loses a peer; its unranked lines are not tied to ranks "
                                "4-5, which are read as one rank that left early on another node",
-    "t81_syncbn_evalmode_r0_w4_zero_logdirq": "rank 0's quick evaluation returned early leaving its synchronised "
-                                              "BatchNorm in eval mode (0/stdout.log:6 'no usable held-out record, "
-                                              "skipped'), so it skipped the forward's all_reduce; gloo aborts rank 3 "
-                                              "('2020 vs 32'), rank 1 prints nothing and rank 3 leaves no stack: naming "
-                                              "rank 0 is an inference from its warning and its backward() frame",
     "t82_timeout_n1_2x2_redirect": "dgx-q-06's ranks run with a 15 s process-group timeout where the job uses 60 s "
                                    "(dgx-q-06.log:15-16 against dgx-q-05.log:15-16, the scripts' own banners): they "
                                    "give up while rank 0 uploads a checkpoint for 22 s (dgx-q-05.log:30-31); the "
@@ -167,13 +162,6 @@ KNOWN_WRONG = {
     "t150_kill_r1_w3_tagseq": "parallel --tagstring {#} tags rank r as r+1, so the tag names no rank; rank 1 "
                               "(tag 2) was SIGKILLed and printed nothing more: only its tag's lines stopping tell "
                               "it, and a tag is only stripped, never taken for a writer",
-    "t151_skip_mismatch_r0_w2_logexc_tee3": "rank 0 caught its own error and skipped step 9 ('step 9 failed on rank "
-                                            "0: ..., skipping batch', the rank only in the message); gloo then aborts "
-                                            "rank 0 itself on the size mismatch: two ranks, nothing general says "
-                                            "which side deviated",
-    "t151_skip_mismatch_r2_w4_tee": "rank 2 caught a decode error and skipped step 12 (its WARNING names 'rank 2' "
-                                    "only in the message, no tag); three steps later gloo aborts rank 2 itself: the "
-                                    "lone skip warning is not tied to its rank, so the desync names no one",
     "t173_hang_r0_w3_spawn_celltimeout_split": "papermill's cell timeout (30 s, before the 60 s process-group "
                                                "timeout) interrupted the notebook's kernel inside mp.spawn's join and "
                                                "the ranks were killed silently; only the training cell's step lines "
@@ -203,6 +191,14 @@ KNOWN_WRONG = {
                                      "labelled); the logs cannot tell the two apart (labelled no culprit here, as t54)",
     "t27_src_r1_w3_detail_split": "ranks 0 and 1 both timed out sending in one broadcast (two roots); rank 0 is "
                                   "the job's established root (its earlier broadcast): not reasoned about",
+    "t219_hang_r0_pp2dp2_ppfwd_rank_tee": "rank 0 (stage 0 of replica 0) hangs before its send: rank 2 alone times "
+                                          "out in recv(src=prev) (console.log:26-33), ranks 0-1 are silent and "
+                                          "SIGTERMed; only the script's layout line ('rank s*2+d') maps 'prev' to "
+                                          "rank 0, which no general reading does",
+    "t219_skip_r1_tp2dp2_dpgrad_coords_split": "rank 1's lone 'found inf/nan in gradients, skipping update' "
+                                               "(console.out:16) carries only mesh coordinates '[tp=1 dp=0]'; "
+                                               "mapping them to rank 1 needs the DeviceMesh's strides "
+                                               "(console.out:6), which no reading does",
 }
 
 

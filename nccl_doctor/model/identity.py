@@ -50,6 +50,11 @@ _LOGDIR_SLOT = re.compile(r"^(?P<attempt>.*/attempt_\d{1,6})/(?P<local>\d{1,5})/
 
 
 _SELF_RANK = re.compile(r"(?<![\w-])(?:rank|RANK) ?[=:] ?(\d{1,7})(?![\d.])")
+#: A logged record saying where its own failure happened ("step 12 failed on rank 2: cannot decode sample ...,
+#: skipping batch"): in a console no prefix labels, its writer's rank.
+_FAILED_ON_RANK = re.compile(r"\b(?:failed|failure|error|exception|crashed|died|aborted|skipp(?:ed|ing)) on rank[ =:]?"
+                             r"(\d{1,7})\b(?![.\d])")
+_FAILED_ON_KINDS = frozenset(("log_error", "log_warning", "log_carry_on"))
 _SELF_LOCAL = re.compile(r"(?<![\w-])(?:local_rank|LOCAL_RANK|local rank)(?: ?[=:] ?| )(\d{1,5})(?![\d.])")
 
 
@@ -110,6 +115,11 @@ def _keys(ev: Event, file_has_labels: bool) -> list[tuple]:
             own = int(m.group(1)) if m else None
         if isinstance(own, int):
             keys.append(("rank", own))
+    if ev.rank is None and not keys and ev.kind in _FAILED_ON_KINDS and not file_has_labels and "on rank" in ev.text \
+            and ev.fields.get("rank") is None and file_rank(ev.file) is None:
+        m = _FAILED_ON_RANK.search(str(ev.fields.get("msg") or ev.text))
+        if m is not None:
+            keys.append(("rank", int(m.group(1))))
     if ev.rank is not None:
         keys.append(("rank", ev.rank))
     if ev.local_rank is not None:
@@ -135,6 +145,8 @@ def _unnamed_class(ev: Event):
         return _UNSHARED
     if kind in _ABOUT_WORKERS:
         return "about"
+    if kind in _FAILED_ON_KINDS and "on rank" in ev.text:
+        return _UNSHARED
     if kind in ("train_step", "log_error"):
         own = ev.fields.get("rank")
         return ("own", own) if isinstance(own, int) else None

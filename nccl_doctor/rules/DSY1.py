@@ -25,6 +25,7 @@ from ..evidence.dumps import dump_facts
 from ..evidence.facts import name_ranks, pg_label, plural
 from ..evidence.oddsetting import odd_setting
 from ..evidence.oddwarn import odd_warning
+from ..evidence.ring import ring_deviation
 from ..evidence.statements import (
     TRANSPORT_MISMATCH,
     mismatch_apart,
@@ -194,6 +195,17 @@ def _reported_mismatch(job: JobModel) -> list[Mismatch]:
                     "rank that says where it was lost its peer in the gradient all-reduce of one backward call: rank "
                     f"{rank} was alone in another collective (an extra one, or one its peers had left behind)",
                     [rank], [st.host if st is not None else None], evs, [rank]))
+    elif torn and (dev := ring_deviation(job)) is not None:
+        # gloo's ring puts the deviation between the aborted rank and the neighbour it receives from; of the
+        # two, the one that logged something of its own just before.
+        st = job.known_ranks().get(dev.rank)
+        text = str(dev.event.get("msg") or dev.event.text)[:160]
+        pair = f"rank {dev.aborted} and rank {dev.neighbour}" if dev.neighbour != dev.aborted else f"rank {dev.aborted}"
+        out.append((f"gloo aborted rank {dev.aborted} on data of another size than its collective expected "
+                    f"(\"{TRANSPORT_MISMATCH.search(torn[0].text).group(0)}\"): gloo's ring receives from one "
+                    f"neighbour, so the ranks that disagreed are {pair}, and rank {dev.rank} alone of them logged, "
+                    f"just before: \"{text}\"; it likely ran a collective of another size or skipped one",
+                    [dev.rank], [st.host if st is not None else None], [dev.event, torn[0]], [dev.rank]))
     elif torn:
         # The receiver cannot tell which side deviated: name no culprit, only what happened.
         who = name_ranks(facts.global_rank(job, e) for e in torn) or "a process"

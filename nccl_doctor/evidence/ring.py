@@ -1,0 +1,95 @@
+"""Of the two ranks a gloo size mismatch lies between, the one that logged a deviation of its own.
+
+gloo's enforce ("op.preamble.length <= op.nbytes. 2020 vs 32. Received data size doesn't match expected
+size") fires in the *receiving* process, which cannot tell whether it or the peer that sent the data ran
+the odd collective. gloo's ring algorithms fix that peer: allreduce's ring receives from the next rank
+(``(rank + 1) % size``), allgather's from the previous one. So the rank that deviated is the aborted rank
+or that neighbour, and nothing in gloo's words says which.
+
+What an expert reads then is which of the two logged something of its own just before: a failure it
+handled and skipped ("step 12 failed on rank 2: cannot decode sample 195 ..., skipping batch"), a warning
+that it did something otherwise ("quick eval at step 10: no usable held-out record, skipped"). A record
+that quotes a lost peer or a timeout is an echo of the abort; a record that every rank prints is no
+deviation; one printed before the rank's first step line is start-up noise. Exactly one of the two
+candidates with such a record, written before the other's first record, is named (a hint, medium
+confidence in DSY1), never a rank outside the pair.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..events import Event
+from ..model import JobModel
+from .causes import _PEER_GONE
+from .facts import _per_job, global_rank
+from .launcher_facts import error_signature, is_after
+from .statements import TRANSPORT_MISMATCH, aborted_in_tables, mismatch_reports
+from .timeouts import c10d_call
+
+#: A rank's own records that can say it did something the others did not.
+_RECORDS = ("log_warning", "log_carry_on", "numeric_warning", "log_error")
+#: gloo's allgather ring receives from the previous rank; its allreduce ring (and DDP's buckets) from the next.
+_GATHERS = frozenset(("all_gather", "all_gather_into_tensor", "all_gather_object", "_all_gather_base"))
+#: What a record says when it only reports the abort, a lost peer, a wait given up or the launcher's stop.
+_ECHO = re.compile(r"[Tt]imed out|[Tt]imeout|SIGTERM|[Ss]ignal 15|[Cc]onnection (?:closed|reset|refused)|"
+                   r"[Ss]ocket closed|terminate called|gloo::EnforceNotMet")
+
+
+@dataclass(slots=True)
+class Deviation:
+    rank: int
+    aborted: int
+    neighbour: int
+    event: Event
+
+
+@_per_job
+def ring_deviation(job: JobModel) -> Deviation | None:
+    torn, _ = mismatch_reports(job)
+    world = job.ranks_expected
+    if not torn or world is None or world < 2:
+        return None
+    aborted = ({global_rank(job, e) for e in torn} - {None}) | aborted_in_tables(job)
+    if len(aborted) != 1:
+        return None
+    a = next(iter(aborted))
+    if not 0 <= a < world:
+        return None
+    states = {st.rank: st for st in job.ranks if st.rank is not None}
+    calls = {c10d_call(st) for r, st in states.items() if r != a} - {None}
+    step = -1 if calls and calls <= _GATHERS else 1
+    n = (a + step) % world
+    pair = (a, n) if n != a else (a,)
+    own = {r: rec for r in pair if (rec := _own_record(states.get(r))) is not None}
+    if not own:
+        return None
+    # The first of the two to log one, before anything the other logged; no rank outside the pair had said the
+    # same by then (the other's records after it are its echoes: "step 15 failed on rank 3: Connection reset").
+    rank, ev = min(own.items(), key=lambda kv: sum(is_after(kv[1], e) for e in own.values()))
+    other = next((r for r in pair if r != rank), None)
+    if other is not None and states.get(other) is not None and any(
+            e.kind in _RECORDS and not is_after(e, ev) for e in states[other].events):
+        return None
+    sig = error_signature(ev)
+    for r, st in states.items():
+        if r not in pair and any(e.kind in _RECORDS and error_signature(e) == sig and not is_after(e, ev)
+                                 for e in st.events):
+            return None
+    return Deviation(rank, a, n, ev)
+
+
+def _own_record(st) -> Event | None:
+    """The rank's first record of something of its own during training: not an echo, not at start-up."""
+    if st is None:
+        return None
+    first_step = next((e for e in st.events if e.kind == "train_step"), None)
+    for e in st.events:
+        if e.kind not in _RECORDS or (first_step is not None and not is_after(e, first_step)):
+            continue
+        text = " ".join(str(v) for v in (e.get("msg"), e.get("err"), e.get("exc")) if v) or e.text
+        if _ECHO.search(text) or _PEER_GONE.search(text) or TRANSPORT_MISMATCH.search(text):
+            continue
+        return e
+    return None
