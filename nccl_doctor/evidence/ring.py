@@ -4,7 +4,9 @@ gloo's enforce ("op.preamble.length <= op.nbytes. 2020 vs 32. Received data size
 size") fires in the *receiving* process, which cannot tell whether it or the peer that sent the data ran
 the odd collective. gloo's ring algorithms fix that peer: allreduce's ring receives from the next rank
 (``(rank + 1) % size``), allgather's from the previous one. So the rank that deviated is the aborted rank
-or that neighbour, and nothing in gloo's words says which.
+or that neighbour, and nothing in gloo's words says which. (Measured with torch 2.13's gloo, 3 and 4 ranks, one
+rank's tensor of another size: in all_reduce the deviator is aborted when its tensor is the smaller, else the rank
+before it is; in all_gather the deviator, else the rank after it.)
 
 What an expert reads then is which of the two logged something of its own just before: a failure it
 handled and skipped ("step 12 failed on rank 2: cannot decode sample 195 ..., skipping batch"), a warning
