@@ -116,6 +116,10 @@ class LauncherStripper:
                     continue
                 tag = m.group(0)
                 rest = rest[m.end():]
+                if "warn" in lc.regex.groupindex and m.group("warn"):
+                    # a logging record at warning level reads as a printed "WARNING: <its message>", as a JSON
+                    # record's does (jsonlog): the one rank that warned before a desync is told by it
+                    rest = "WARNING: " + rest
                 applied.add(lc.name)
                 outer = outer and lc.name in _COLLECTORS
                 self._merge(lc, m, fields)

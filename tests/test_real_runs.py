@@ -133,18 +133,14 @@ KNOWN_WRONG = {
                                              "that ended the job, family 41 (t41_elastic_r0_then_r2) the first one, "
                                              "which the verdict follows: one job, the failure that started it all",
     "t111_batch_n1_2x2_nodes_cfg_tee": "node 1's two ranks were given --batch-size 48 where node 0's have 32 (their "
-                                       "config dumps): a 2-2 split that no majority decides, although rank 0 is the "
-                                       "one that received more than its own batch allows; read as a desync naming "
-                                       "no rank",
+                                       "config dumps): a 2-2 split that no majority decides; in the evaluation's "
+                                       "all_gather gloo aborts rank 0, which received more than its own batch "
+                                       "allows, and the short-receiver reading (a rank's tensor is usually the "
+                                       "smaller when it is the odd one) names rank 0, the wrong side here",
     "t113_default_pg_r1_w3_plain_redirect": "rank 1's metrics thread all-reduced on the default group by mistake: "
                                             "gloo aborts rank 1 itself ('6408 vs 4', SIGABRT, torchrun's root cause) "
                                             "and the others lose it; the aborted side of a size mismatch is read as "
                                             "the receiver, which says nothing of who deviated: a desync naming no rank",
-    "t119_localpad_r2_w4_tee": "rank 2 padded its all_gather input to its own longest sequence: gloo aborts rank 2 "
-                               "itself (its receive buffer is the small one, '1504 vs 640'), torchrun's root cause; the "
-                               "aborted side of a size mismatch is read as the receiver, which names no one",
-    "t119_localpad_r0_w3_rank0_logdir": "rank 0 padded to its own max: gloo aborts rank 0 itself; as "
-                                        "t119_localpad_r2_w4_tee, a desync naming no rank",
     "t126_holdlong_r1_w3_tee": "rank 1's manifest thread held the sqlite write lock for 12 s (console.log:32, its "
                                "'copying 40 shard entries' with no end, 260 ms before every writer was locked out); "
                                "rank 2 runs out of retries and raises 'database is locked' first: the verdict names "
@@ -199,6 +195,15 @@ KNOWN_WRONG = {
                                                "(console.out:16) carries only mesh coordinates '[tp=1 dp=0]'; "
                                                "mapping them to rank 1 needs the DeviceMesh's strides "
                                                "(console.out:6), which no reading does",
+    "t222_bcast_r1_w2_logplain_split": "rank 1's shard list is one short, so its buffer for rank 0's broadcast is: "
+                                       "gloo aborts rank 1 ('64 vs 56', SIGABRT); with two ranks the root sending "
+                                       "more reads the same, and rank 0's traceback is already in the next "
+                                       "all_reduce, so nothing says the broadcast was the collective",
+    "t222_localshape_r0_w2_printplain_split": "labelled no culprit (two ranks, bare prints): rank 0's bincount gave 9 "
+                                              "counts where rank 1's gave 10 and gloo aborted rank 1; the unlabelled "
+                                              "stdout (both ranks' prints) is read as rank 0's, the only rank its "
+                                              "stderr names, so its lone warning names rank 0 (the true deviator, "
+                                              "for a reason the logs do not support)",
 }
 
 

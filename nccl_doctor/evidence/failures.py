@@ -376,8 +376,11 @@ def failures(job: JobModel) -> list[Failure]:
     files = {p: i for i, p in enumerate(job.files)}
     # A rank's own error comes before any launcher's report of an exit; then time (for an untimed error,
     # the time of the first dated line after it in its file: it happened by then), then position.
+    # (Both are bounds: an untimed error's time is at most the first dated line after it, however late a launcher's
+    # dated exit report among its evidence came.)
     def when(f: Failure) -> float | None:
-        return f.ts if f.ts is not None else dated_after(job, f.events[0])
+        bounds = [t for t in (f.ts, dated_after(job, f.events[0]) if f.events[0].ts is None else None) if t is not None]
+        return min(bounds) if bounds else None
     return sorted(out, key=lambda f: (f.exit_only, when(f) is None, when(f) or 0.0,
                                       files.get(f.events[0].file, 0), f.events[0].line))
 

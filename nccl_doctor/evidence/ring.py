@@ -95,3 +95,48 @@ def _own_record(st) -> Event | None:
             continue
         return e
     return None
+
+
+#: The collectives in which a receive buffer is sized by the receiving rank's own tensor.
+_OWN_SIZED = _GATHERS | frozenset(("broadcast", "broadcast_object_list"))
+
+
+@dataclass(slots=True)
+class ShortReceiver:
+    rank: int
+    op: str
+    sent: int
+    posted: int
+    alone: bool  # a broadcast receiver alone aborted among several: the root's data was what the others expected
+
+
+@_per_job
+def short_receiver(job: JobModel) -> ShortReceiver | None:
+    """The aborted rank of a gloo all_gather or broadcast, taken for the one whose tensor was the odd one.
+
+    In these collectives a rank sizes its receive buffers by its own tensor, and gloo aborts a receiver
+    sent more than it posted. So either the aborted rank's tensor was the smaller, or the peer it
+    received from had the larger (the rank before it in all_gather's ring, the root in a broadcast).
+    The first is what such a mistake usually is: a short last batch, a validation shard run out,
+    padding to its own longest sequence instead of the global one (never longer than the global).
+    Of a broadcast with three ranks or more, a single aborted receiver settles it: a root sending
+    more than everyone posted would have aborted every receiver. Every rank that says where it was
+    must be in one such collective."""
+    from .statements import _SIZES  # (the "sent vs posted" of gloo's enforce)
+
+    torn, _ = mismatch_reports(job)
+    world = job.ranks_expected
+    if not torn or world is None or world < 2:
+        return None
+    aborted = ({global_rank(job, e) for e in torn} - {None}) | aborted_in_tables(job)
+    sizes = next((m for e in torn if (m := _SIZES.search(e.text)) is not None), None)
+    if len(aborted) != 1 or sizes is None:
+        return None
+    a = next(iter(aborted))
+    calls = {c10d_call(st) for st in job.ranks if st.rank is not None and st.rank != a}
+    calls.discard(None)
+    if len(calls) != 1 or not calls <= _OWN_SIZED:
+        return None
+    op = next(iter(calls))
+    return ShortReceiver(a, op, int(sizes.group(1)), int(sizes.group(2)),
+                         op.startswith("broadcast") and world >= 3)

@@ -25,9 +25,10 @@ from ..evidence.dumps import dump_facts
 from ..evidence.facts import name_ranks, pg_label, plural
 from ..evidence.oddsetting import odd_setting
 from ..evidence.oddwarn import odd_warning
-from ..evidence.ring import ring_deviation
+from ..evidence.ring import ring_deviation, short_receiver
 from ..evidence.statements import (
     TRANSPORT_MISMATCH,
+    aborted_in_tables,
     mismatch_apart,
     mismatch_reports,
     mismatch_sender,
@@ -58,6 +59,8 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
         ahead = _uneven(job)
     if not ahead and found and not any(m[4] for m in found):  # or the one rank that warned of something just before
         ahead = _warned(job) or _set_otherwise(job)
+    if not ahead and found and not any(m[4] for m in found):  # or, in an all_gather or broadcast, the short receiver
+        ahead = _short(job)
     if ahead and not dumps and not any(m[4] for m in found):
         found, confidence = ahead + found, "medium"  # the others say a desync happened, not who
     if not found:
@@ -172,7 +175,7 @@ def _reported_mismatch(job: JobModel) -> list[Mismatch]:
     if torn and sender is not None:
         # Point-to-point: the one rank whose traceback stops in send sent it (see mismatch_sender).
         rank, frame = sender
-        who = name_ranks(facts.global_rank(job, e) for e in torn) or "a process"
+        who = _receivers(job, torn)
         out.append((f"gloo on {who} received data of another size than it posted "
                     f"(\"{TRANSPORT_MISMATCH.search(torn[0].text).group(0)}\"), and rank {rank} is the one rank "
                     f"that was sending point-to-point when the receiver died (its traceback stops in "
@@ -208,13 +211,21 @@ def _reported_mismatch(job: JobModel) -> list[Mismatch]:
                     [dev.rank], [st.host if st is not None else None], [dev.event, torn[0]], [dev.rank]))
     elif torn:
         # The receiver cannot tell which side deviated: name no culprit, only what happened.
-        who = name_ranks(facts.global_rank(job, e) for e in torn) or "a process"
+        who = _receivers(job, torn)
         out.append((f"gloo on {who} received data of another size than its collective expected "
                     f"(\"{TRANSPORT_MISMATCH.search(torn[0].text).group(0)}\"): the ranks ran different "
                     "collectives", [], [], torn[:4], []))
     if fingerprints:
         out.append(_fingerprint_mismatch(job, fingerprints))
     return out
+
+
+def _receivers(job: JobModel, torn: list) -> str:
+    """Who gloo aborted: the ranks its reports name; else, for one report, the one rank a launcher's table says
+    died by SIGABRT (gloo's enforce ends in abort); else "a process"."""
+    named = name_ranks(facts.global_rank(job, e) for e in torn)
+    aborted = aborted_in_tables(job)
+    return named or (name_ranks(aborted) if len(torn) == 1 and len(aborted) == 1 else "a process")
 
 
 #: "Rank 2 is running collective: CollectiveFingerPrint(SequenceNumber=34, OpType=ALLREDUCE, TensorShape=[4], ..."
@@ -296,6 +307,20 @@ def _warned(job: JobModel) -> list[Mismatch]:
     text = str(odd.event.get("msg") or odd.event.text)[:160]
     return _one(job, odd.rank, f"rank {odd.rank} alone warned, right before: \"{text}\"; it likely ran a collective "
                 "of another size or skipped one the others made", [odd.event])
+
+
+def _short(job: JobModel) -> list[Mismatch]:
+    """The aborted receiver of an all_gather or broadcast, whose own tensor was the smaller (evidence.ring)."""
+    odd = short_receiver(job)
+    if odd is None:
+        return []
+    torn, _ = mismatch_reports(job)
+    why = ("the root's data was what every other receiver posted, so rank {r}'s buffer was short" if odd.alone else
+           "the likelier reading is that its own tensor was the smaller (a short last batch, a shard run out, padding "
+           "to its own longest instead of the global); else the peer it received from sent a larger one")
+    return _one(job, odd.rank, f"gloo aborted rank {odd.rank} in {odd.op}, which sizes each rank's receive buffers by "
+                f"its own tensor: it posted {odd.posted} bytes and was sent {odd.sent}; " + why.format(r=odd.rank),
+                torn[:1])
 
 
 def _set_otherwise(job: JobModel) -> list[Mismatch]:
