@@ -1,0 +1,80 @@
+"""gloo's size mismatch ("op.preamble.length <= op.nbytes. A vs B. Received data size doesn't match expected
+size") aborts the receiving rank, which cannot say who deviated. gloo's ring fixes the sender (all_reduce: the
+next rank, all_gather: the previous one; measured with torch 2.13, see evidence/ring.py), so the deviator is the
+aborted rank or that neighbour. Expected values come from the recorded logs and each run's injected fault."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nccl_doctor.analysis import analyze
+
+RUNS = Path(__file__).resolve().parent.parent / "fixtures" / "realruns"
+
+
+def _dsy1(run: str):
+    report = analyze([str(RUNS / run)], jobs=1)
+    return report, next(f for f in report.findings if f.rule == "DSY1")
+
+
+@pytest.mark.parametrize(("run", "rank", "aborted", "neighbour", "quoted"), [
+    # console.log:23 "[default0]:... ERROR trainer: step 9 failed on rank 0, skipping batch" (its ValueError below);
+    # console.log:31 gloo aborts rank 0 ("2632 vs 4"); rank 1's records come after, with lost-peer tracebacks
+    ("t151_skip_mismatch_r0_w2_logexc_tee3", 0, 0, 1, "step 9 failed on rank 0, skipping batch"),
+    # console.log:56 "WARNING trainer: step 12 failed on rank 2: cannot decode sample 195 ...": no prefix, its rank
+    # only in the message; torchrun's table: local_rank 2 exitcode -6; ranks 1 and 3 warn later of a reset peer
+    ("t151_skip_mismatch_r2_w4_tee", 2, 2, 3, "step 12 failed on rank 2: cannot decode sample 195"),
+    # 0/stdout.log:6 "quick eval at step 10: no usable held-out record, skipped"; 3/stderr.log: gloo aborts rank 3
+    # ("2020 vs 32"); rank 0 is the rank rank 3's all_reduce ring receives from
+    ("t81_syncbn_evalmode_r0_w4_zero_logdirq", 0, 3, 0, "quick eval at step 10: no usable held-out record"),
+    # console.log:12 "... WARNING [rank2] tagger.train: eval step 12: validation shard exhausted, last batch has 13
+    # sequences" (a warning behind a logging prefix); the all_gather's ring: rank 2 receives from rank 1
+    ("t222_allgather_r2_w3_logrank_redirect", 2, 2, 1, "validation shard exhausted, last batch has 13 sequences"),
+])
+def test_of_the_aborted_rank_and_its_neighbour_the_one_that_logged_its_own_deviation_is_named(
+        run, rank, aborted, neighbour, quoted):
+    report, dsy = _dsy1(run)
+    assert report.verdict["ranks"] == [rank]
+    assert f"gloo aborted rank {aborted} on data" in dsy.summary
+    assert f"the ranks that disagreed are rank {aborted} and rank {neighbour}" in dsy.summary
+    assert quoted in dsy.summary
+
+
+@pytest.mark.parametrize(("run", "rank", "sizes"), [
+    # console.log:10-11 "4096 vs 3456": rank 3's predictions padded to 27 tokens, the others' to 32 (2x16x27x8 bytes)
+    ("t222_pad_r3_w4_logplain_redirect", 3, "it posted 3456 bytes and was sent 4096"),
+    # rank 0 pads to its own longest sequence: "1344 vs 704" in the evaluation all_gather
+    ("t119_localpad_r0_w3_rank0_logdir", 0, "it posted 704 bytes and was sent 1344"),
+])
+def test_an_all_gather_s_aborted_receiver_is_taken_for_the_rank_with_the_short_tensor(run, rank, sizes):
+    report, dsy = _dsy1(run)
+    assert report.verdict["ranks"] == [rank]
+    assert f"gloo aborted rank {rank} in all_gather" in dsy.summary and sizes in dsy.summary
+    assert dsy.confidence == "medium"
+
+
+def test_a_broadcast_between_two_ranks_is_not_taken_for_a_short_receiver():
+    # rank 0's traceback is already in the next collective (an all_reduce): nothing says the broadcast was it
+    report, dsy = _dsy1("t222_bcast_r1_w2_logplain_split")
+    assert not report.verdict.get("ranks")
+    assert "gloo on rank 1 received data" in dsy.summary  # torchrun's table: local_rank 1 exitcode -6
+
+
+def test_a_warning_record_behind_a_logging_prefix_reads_as_a_warning():
+    from nccl_doctor.launchers import LauncherStripper
+
+    cut = LauncherStripper().strip  # (a launcher prefix off a line)
+    fields, rest = cut("2026-11-28 13:40:42,902 WARNING [rank2] tagger.train: eval step 12: validation "
+                       "shard exhausted")
+    assert fields["rank"] == 2 and rest.startswith("WARNING: ")
+    _, rest = cut("2026-11-28 13:40:42,665 INFO [rank0] tagger.train: step 10/40 loss 2.1388")
+    assert rest == "tagger.train: step 10/40 loss 2.1388"
+
+
+def test_an_untimed_error_is_not_put_after_a_later_one_by_its_launcher_s_late_exit_report():
+    # console.log:52 rank 2's "training failed ... at step 10" (19:47:45,429), :55 rank 0's (19:47:46,576); rank 2's
+    # evidence also holds torchrun's exit report at 19:47:52: rank 2 failed first
+    report = analyze([str(RUNS / "t64_two_ema_r2_then_r0_w4_tee")], jobs=1)
+    assert report.verdict["ranks"] == [2]
