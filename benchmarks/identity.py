@@ -10,7 +10,8 @@ ranks, plus NCCL/torch eras without INFO lines, and jobs whose ranks all print s
 ``--big`` the benchmark corpora already generated under benchmarks/corpora/ (mn3-*, steps-*) too.
 
 To capture the reports of an older checkout, run this script with that checkout first on the path:
-``PYTHONPATH=/tmp/old-src python benchmarks/identity.py capture /tmp/old``. Timings are not taken
+``PYTHONPATH=/tmp/old-src python benchmarks/identity.py capture /tmp/old`` (with that checkout's parsers: see
+_own_parsers). Timings are not taken
 here: see bench.py. Runs with PYTHONHASHSEED=0: a few reports depend on set iteration order.
 """
 
@@ -128,11 +129,30 @@ def compare(a: Path, b: Path) -> int:
     return 1 if bad else 0
 
 
+def _own_parsers() -> None:
+    """Capture an older checkout with ITS parsers/*.toml: an editable install maps ``nccl_doctor.parsers`` to the
+    installed checkout whatever PYTHONPATH says, so run again without site's .pth files (the dependencies' own
+    site-packages appended to the path) when the parsers found are not the code's."""
+    import nccl_doctor
+    from nccl_doctor.resources import parsers_dir
+
+    code = Path(nccl_doctor.__file__).resolve().parent.parent
+    if parsers_dir().resolve().is_relative_to(code):
+        return
+    if sys.flags.no_site:
+        raise SystemExit(f"identity.py: the parsers of {code} are not found ({parsers_dir()} is another checkout's)")
+    import site
+
+    path = os.pathsep.join([os.environ.get("PYTHONPATH", ""), *site.getsitepackages()])
+    os.execve(sys.executable, [sys.executable, "-S", *sys.argv], {**os.environ, "PYTHONPATH": path})
+
+
 def main() -> int:
     if os.environ.get("PYTHONHASHSEED") != "0":
         # Some reports depend on set iteration order (string hashing is salted per process): compare
         # engines, not salts.
         os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "PYTHONHASHSEED": "0"})
+    _own_parsers()
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("capture")
