@@ -1,7 +1,9 @@
 """gloo's size mismatch ("op.preamble.length <= op.nbytes. A vs B. Received data size doesn't match expected
 size") aborts the receiving rank, which cannot say who deviated. gloo's ring fixes the sender (all_reduce: the
 next rank, all_gather: the previous one; measured with torch 2.13, see evidence/ring.py), so the deviator is the
-aborted rank or that neighbour. Expected values come from the recorded logs and each run's injected fault."""
+aborted rank or that neighbour. And gloo's other abort: a rank's own uncaught error that its teardown ends in SIGABRT
+("terminate called without an active exception"). Expected values come from the recorded logs and each run's
+injected fault."""
 
 from __future__ import annotations
 
@@ -78,3 +80,12 @@ def test_an_untimed_error_is_not_put_after_a_later_one_by_its_launcher_s_late_ex
     # evidence also holds torchrun's exit report at 19:47:52: rank 2 failed first
     report = analyze([str(RUNS / "t64_two_ema_r2_then_r0_w4_tee")], jobs=1)
     assert report.verdict["ranks"] == [2]
+
+
+def test_an_uncaught_traceback_torch_s_hook_printed_is_not_trained_on_by_a_step_line_relayed_after_it():
+    # console.log:37-50 rank 3's "[default3]:[rank3]: Traceback ..." ending in FileNotFoundError (batch-000026.npy),
+    # :51 "terminate called without an active exception"; its "step 25/50" line (14:03:04,555) reaches the console
+    # at :79, after the traceback: torchrun's tee relays stdout and stderr apart. Rank 3 failed first.
+    report = analyze([str(RUNS / "t226_raise_r3_w4_filter_logdir")], jobs=1)
+    assert report.verdict["ranks"] == [3]
+    assert "FileNotFoundError" in report.verdict["summary"]

@@ -48,6 +48,8 @@ def trained_on(job: JobModel, f: Failure) -> bool:
         # numbers say nothing of which came first)
         return any(e.kind not in ERROR_KINDS and ((e.file == ev.file and e.line > ev.line) or (
             e.file != ev.file and e.ts is not None and ev.ts is not None and e.ts > ev.ts)) for e in f.state.events)
+    if _uncaught(job, ev):
+        return False  # its step lines below the traceback were printed before it, relayed late
     progress = _progress_by_file(job).get(ev.file, ())
     later = [e for e in progress if e.line > ev.line]
     if any(e.kind != "train_step" for e in later):
@@ -67,6 +69,18 @@ def trained_on(job: JobModel, f: Failure) -> bool:
         return bool(stepping) and None not in {e.rank for e in progress} \
             and stepping <= {e.rank for e in later}
     return False
+
+
+def _uncaught(job: JobModel, ev: Event) -> bool:
+    """torch's hook printed the traceback ("[rank3]: " before each of its lines): an exception nothing caught, in
+    the main thread; the process was ending."""
+    if ev.kind != "python_exception":
+        return False
+    head = None
+    for e in job.by_kind("traceback_start"):
+        if e.file == ev.file and e.line < ev.line and e.rank == ev.rank and (head is None or e.line > head.line):
+            head = e
+    return head is not None and head.get("hook") == "torch"
 
 
 _STEP_SAID = re.compile(r"\b[Ss]tep[ =:#]{0,2}(\d{1,9})\b")
