@@ -44,7 +44,9 @@ def make_event(kind: str, fields: dict, lf: dict, path: str, line_no: int, text:
     # Only the NCCL line prefix names the writer (host:pid:tid [dev]); a host or pid inside other
     # messages (srun's failed node, a ChildFailedError entry) is the subject, kept in fields.
     writer = kind.startswith("nccl_") or (kind == "rank_world" and "host" in fields)  # ("host=X rank=R/W": its own)
-    host = (fields.pop("host", None) if writer else None) or lf.get("host") or lf.get("pod")
+    # (a start-up line's own host stays in its fields too: the writer's word on its node, over a launcher's label)
+    host = ((fields.get("host") if kind == "rank_world" else fields.pop("host", None)) if writer else None) \
+        or lf.get("host") or lf.get("pod")
     pid = fields.pop("pid", None) if writer else None
     if pid is None:
         pid = lf.get("pid")

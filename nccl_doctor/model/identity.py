@@ -14,7 +14,7 @@ applies the process keeps no rank: we never guess.
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -274,7 +274,29 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
             p.rank, p.rank_source = next(iter(linked[p.key])), "launcher"
     _single_node_log_folders(procs, world)
     _one_node_labels(procs, world)
+    _labels_that_are_no_host(procs)
     return _merge_same_rank(procs)
+
+
+def _labels_that_are_no_host(procs: list[Proc]) -> None:
+    """A host label that processes share while they themselves name different nodes ("world size 4, rank 1,
+    host dgx-a07" under a compose service's "trainer-1  | ", the same on every node): each process is on the node
+    it names. Only nodes two processes name (one line glued to another can name "vmR1")."""
+    said: dict[int, str] = {}
+    for p in procs:
+        own = {str(e.fields["host"]).split(".", 1)[0] for e in p.events if e.kind == "rank_world" and e.fields.get("host")}
+        if len(own) == 1:
+            said[id(p)] = next(iter(own))
+    named = Counter(said.values())
+    nodes: dict[str, set[str]] = defaultdict(set)  # label -> the nodes its processes name
+    for p in procs:
+        node = said.get(id(p))
+        if p.host and node and named[node] >= 2 and node != p.host.split(".", 1)[0]:
+            nodes[p.host].add(node)
+    for p in procs:
+        node = said.get(id(p))
+        if node and len(nodes.get(p.host or "", ())) >= 2 and named[node] >= 2:
+            p.host = next(str(e.fields["host"]) for e in p.events if e.kind == "rank_world" and e.fields.get("host"))
 
 
 def _single_node_log_folders(procs: list[Proc], world: int | None) -> None:

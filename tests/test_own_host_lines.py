@@ -1,0 +1,33 @@
+"""A script's own start-up line naming its host ("process group ready: backend gloo, world size 3, rank 0, local
+rank 0, host gpu-ws-14, pid 29254", what socket.gethostname() gives) is where the rank ran, over a launcher's label
+that names no node (a docker compose service's "trainer-1  | " before every line, the same on each node). Expected
+hosts are read from the recorded lines (family t229) by hand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from nccl_doctor.analysis import analyze
+
+RUNS = Path(__file__).resolve().parent.parent / "fixtures" / "realruns"
+
+
+def test_a_one_node_job_s_host_comes_from_the_ranks_own_start_up_lines():
+    # logs/train-20261128-141815.log:1 "... world size 3, rank 0, local rank 0, host gpu-ws-14, pid 29254"; the
+    # launcher's table, which would name the host too, was lost when the disk filled
+    report = analyze([str(RUNS / "t229_raise_r0_w3_prevrun_diskfull_tee")], jobs=1)
+    assert report.verdict["ranks"] == [0] and report.verdict["hosts"] == ["gpu-ws-14"]
+
+
+def test_a_compose_service_label_shared_by_two_nodes_is_no_host():
+    # dgx-a07.compose.log:34 "trainer-1  | [rank1] ... rank 1, local rank 1, host dgx-a07, pid 29822"; dgx-a08's
+    # console carries the same "trainer-1  | " label before ranks 2-3, whose own lines say host dgx-a08
+    report = analyze([str(RUNS / "t229_kill_r1_n2x2_compose_diskfull_logdir")], jobs=1)
+    assert report.verdict["ranks"] == [1] and report.verdict["hosts"] == ["dgx-a07"]
+    assert sorted(report.job.hosts) == ["dgx-a07", "dgx-a08"]
+
+
+def test_a_host_glued_to_another_rank_s_print_is_not_taken():
+    # t207_errexit3 console.log:1: rank 0's "... host=vm" and rank 1's "R1 | ..." on one line ("host=vmR1 | ...")
+    report = analyze([str(RUNS / "t207_errexit3_r1_w3_print_tee")], jobs=1)
+    assert "vmR1" not in report.job.hosts
