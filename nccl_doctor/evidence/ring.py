@@ -23,11 +23,11 @@ import re
 from dataclasses import dataclass
 
 from ..events import Event
-from ..model import JobModel
+from ..model import JobModel, RankState
 from .causes import _PEER_GONE
-from .facts import _per_job, global_rank
+from .facts import _per_job
 from .launcher_facts import error_signature, is_after
-from .statements import TRANSPORT_MISMATCH, aborted_in_tables, mismatch_reports
+from .statements import _SIZES, TRANSPORT_MISMATCH, lone_abort, mismatch_reports
 from .timeouts import c10d_call
 
 #: A rank's own records that can say it did something the others did not.
@@ -49,15 +49,9 @@ class Deviation:
 
 @_per_job
 def ring_deviation(job: JobModel) -> Deviation | None:
-    torn, _ = mismatch_reports(job)
     world = job.ranks_expected
-    if not torn or world is None or world < 2:
-        return None
-    aborted = ({global_rank(job, e) for e in torn} - {None}) | aborted_in_tables(job)
-    if len(aborted) != 1:
-        return None
-    a = next(iter(aborted))
-    if not 0 <= a < world:
+    a = lone_abort(job)
+    if a is None or world is None or not 0 <= a < world:
         return None
     states = {st.rank: st for st in job.ranks if st.rank is not None}
     calls = {c10d_call(st) for r, st in states.items() if r != a} - {None}
@@ -82,7 +76,7 @@ def ring_deviation(job: JobModel) -> Deviation | None:
     return Deviation(rank, a, n, ev)
 
 
-def _own_record(st) -> Event | None:
+def _own_record(st: RankState | None) -> Event | None:
     """The rank's first record of something of its own during training: not an echo, not at start-up."""
     if st is None:
         return None
@@ -122,17 +116,12 @@ def short_receiver(job: JobModel) -> ShortReceiver | None:
     Of a broadcast with three ranks or more, a single aborted receiver settles it: a root sending
     more than everyone posted would have aborted every receiver. Every rank that says where it was
     must be in one such collective."""
-    from .statements import _SIZES  # (the "sent vs posted" of gloo's enforce)
-
     torn, _ = mismatch_reports(job)
     world = job.ranks_expected
-    if not torn or world is None or world < 2:
-        return None
-    aborted = ({global_rank(job, e) for e in torn} - {None}) | aborted_in_tables(job)
+    a = lone_abort(job)
     sizes = next((m for e in torn if (m := _SIZES.search(e.text)) is not None), None)
-    if len(aborted) != 1 or sizes is None:
+    if a is None or world is None or world < 2 or sizes is None:
         return None
-    a = next(iter(aborted))
     calls = {c10d_call(st) for st in job.ranks if st.rank is not None and st.rank != a}
     calls.discard(None)
     if len(calls) != 1 or not calls <= _OWN_SIZED:

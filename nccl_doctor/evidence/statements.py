@@ -196,6 +196,14 @@ def aborted_in_tables(job: JobModel) -> set[int]:
 
 
 @_per_job
+def lone_abort(job: JobModel) -> int | None:
+    """The one rank gloo aborted on a size mismatch (its report's rank, or a launcher's SIGABRT row), else None."""
+    torn, _ = mismatch_reports(job)
+    aborted = ({global_rank(job, e) for e in torn} - {None}) | aborted_in_tables(job)
+    return next(iter(aborted)) if torn and len(aborted) == 1 else None
+
+
+@_per_job
 def mismatch_spared(job: JobModel) -> tuple[int, list[int]] | None:
     """(rank, the receivers) when gloo aborted every rank of the job but one on a size mismatch.
 
@@ -241,13 +249,10 @@ def mismatch_apart(job: JobModel) -> tuple[int, list[Event]] | None:
     from .sites import script_site  # (sites reads tracebacks, which read these statements' kinds)
 
     torn, _ = mismatch_reports(job)
-    if not torn:
-        return None
-    aborted = ({global_rank(job, e) for e in torn} - {None}) | aborted_in_tables(job)
+    rank = lone_abort(job)
     sizes = next((m for e in torn if (m := _SIZES.search(e.text)) is not None), None)
-    if len(aborted) != 1 or sizes is None or int(sizes.group(2)) > SCALAR_BYTES:
+    if rank is None or sizes is None or int(sizes.group(2)) > SCALAR_BYTES:
         return None
-    rank = next(iter(aborted))
     sites: dict[int, tuple] = {}
     for st in job.ranks:
         if st.rank is None or st.rank == rank:
