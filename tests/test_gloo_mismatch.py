@@ -89,3 +89,18 @@ def test_an_uncaught_traceback_torch_s_hook_printed_is_not_trained_on_by_a_step_
     report = analyze([str(RUNS / "t226_raise_r3_w4_filter_logdir")], jobs=1)
     assert report.verdict["ranks"] == [3]
     assert "FileNotFoundError" in report.verdict["summary"]
+
+
+def test_an_all_gather_message_exactly_twice_the_posted_size_names_no_short_receiver():
+    # console.log:26 "12 vs 6": rank 2's float64 stats (a numpy window) against the others' float32; gloo aborted rank
+    # 0, and nothing in the logs (no rank in any record, rank 2 logged nothing) says which side deviated
+    report, dsy = _dsy1("t234_gather_dtype_r2_w3_norank_tee")
+    assert not report.verdict.get("ranks")
+
+
+def test_every_rank_timed_out_in_one_collective_after_one_rank_alone_warned():
+    # console.log:20 rank 1's JSON WARNING "label id 12 seen in local shard; growing class-count buffer to 15
+    # classes"; :28, :41, :54 every rank times out in dist.reduce_scatter (25 s): nobody is missing
+    report, dsy = _dsy1("t234_rs_shape_r1_w3_json_redirect")
+    assert report.verdict["ranks"] == [1] and dsy.confidence == "medium"
+    assert "all 3 ranks timed out in reduce_scatter, none missing" in dsy.summary

@@ -115,7 +115,8 @@ def short_receiver(job: JobModel) -> ShortReceiver | None:
     padding to its own longest sequence instead of the global one (never longer than the global).
     Of a broadcast with three ranks or more, a single aborted receiver settles it: a root sending
     more than everyone posted would have aborted every receiver. Every rank that says where it was
-    must be in one such collective."""
+    must be in one such collective. A message exactly twice what was posted is left alone: a dtype twice as wide
+    (numpy's float64 beside torch's float32) is the usual cause, and makes the deviator's tensor the larger."""
     torn, _ = mismatch_reports(job)
     world = job.ranks_expected
     a = lone_abort(job)
@@ -127,5 +128,7 @@ def short_receiver(job: JobModel) -> ShortReceiver | None:
     if len(calls) != 1 or not calls <= _OWN_SIZED:
         return None
     op = next(iter(calls))
+    if int(sizes.group(1)) == 2 * int(sizes.group(2)):
+        return None  # exactly twice: a dtype twice as wide (numpy's float64 beside float32), the deviator the larger
     return ShortReceiver(a, op, int(sizes.group(1)), int(sizes.group(2)),
                          op.startswith("broadcast") and world >= 3)

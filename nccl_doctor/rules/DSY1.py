@@ -55,6 +55,11 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
         _watchdog_mismatch(job, shown) + _reported_mismatch(job) + _group_creation(job)
     confidence = dumps[0].confidence if dumps else "high"
     ahead = _ran_ahead(job) + _odd_site(job)  # weakest: a rank whose step ran ahead, or that waited elsewhere
+    if not found and not ahead:  # and weaker: every rank waited in one collective, none missing, one had warned alone
+        found = _all_waited_after_a_lone_warning(job)
+        confidence = "medium" if found else confidence
+    if not ahead and found and not any(m[4] for m in found):  # of gloo's two ranks, the one that logged its deviation
+        ahead = _ring(job)
     if not ahead and found:  # a desync is seen: a rank whose epoch has another length than the others' ran it
         ahead = _uneven(job)
     if not ahead and found and not any(m[4] for m in found):  # or the one rank that warned of something just before
@@ -198,17 +203,6 @@ def _reported_mismatch(job: JobModel) -> list[Mismatch]:
                     "rank that says where it was lost its peer in the gradient all-reduce of one backward call: rank "
                     f"{rank} was alone in another collective (an extra one, or one its peers had left behind)",
                     [rank], [st.host if st is not None else None], evs, [rank]))
-    elif torn and (dev := ring_deviation(job)) is not None:
-        # gloo's ring puts the deviation between the aborted rank and the neighbour it receives from; of the
-        # two, the one that logged something of its own just before.
-        st = job.known_ranks().get(dev.rank)
-        text = str(dev.event.get("msg") or dev.event.text)[:160]
-        pair = f"rank {dev.aborted} and rank {dev.neighbour}" if dev.neighbour != dev.aborted else f"rank {dev.aborted}"
-        out.append((f"gloo aborted rank {dev.aborted} on data of another size than its collective expected "
-                    f"(\"{TRANSPORT_MISMATCH.search(torn[0].text).group(0)}\"): gloo's ring receives from one "
-                    f"neighbour, so the ranks that disagreed are {pair}, and rank {dev.rank} alone of them logged, "
-                    f"just before: \"{text}\"; it likely ran a collective of another size or skipped one",
-                    [dev.rank], [st.host if st is not None else None], [dev.event, torn[0]], [dev.rank]))
     elif torn:
         # The receiver cannot tell which side deviated: name no culprit, only what happened.
         who = _receivers(job, torn)
@@ -309,6 +303,21 @@ def _warned(job: JobModel) -> list[Mismatch]:
                 "of another size or skipped one the others made", [odd.event])
 
 
+def _ring(job: JobModel) -> list[Mismatch]:
+    """gloo's ring puts the deviation between the aborted rank and the neighbour it receives from; of the two, the
+    one that logged something of its own just before (evidence.ring)."""
+    dev = ring_deviation(job)
+    if dev is None:
+        return []
+    torn, _ = mismatch_reports(job)
+    text = str(dev.event.get("msg") or dev.event.text)[:160]
+    pair = f"rank {dev.aborted} and rank {dev.neighbour}" if dev.neighbour != dev.aborted else f"rank {dev.aborted}"
+    return _one(job, dev.rank, f"gloo aborted rank {dev.aborted} on data of another size than its collective expected "
+                f"(\"{TRANSPORT_MISMATCH.search(torn[0].text).group(0)}\"): gloo's ring receives from one neighbour, "
+                f"so the ranks that disagreed are {pair}, and rank {dev.rank} alone of them logged, just before: "
+                f"\"{text}\"; it likely ran a collective of another size or skipped one", [dev.event, torn[0]])
+
+
 def _short(job: JobModel) -> list[Mismatch]:
     """The aborted receiver of an all_gather or broadcast, whose own tensor was the smaller (evidence.ring)."""
     odd = short_receiver(job)
@@ -321,6 +330,27 @@ def _short(job: JobModel) -> list[Mismatch]:
     return _one(job, odd.rank, f"gloo aborted rank {odd.rank} in {odd.op}, which sizes each rank's receive buffers by "
                 f"its own tensor: it posted {odd.posted} bytes and was sent {odd.sent}; " + why.format(r=odd.rank),
                 torn[:1])
+
+
+def _all_waited_after_a_lone_warning(job: JobModel) -> list[Mismatch]:
+    """Every rank of the job timed out in one collective of one group (none missing, none elsewhere), and one
+    rank alone had warned of something right before (evidence.oddwarn): nobody hung outside the collective, so
+    the ranks passed it different sizes or calls (gloo's reduce_scatter of unequal chunks waits, it does not
+    abort); the lone warning is the likely deviation. Medium confidence."""
+    groups = facts.timeouts_by_pg(job)
+    world = job.ranks_expected
+    if len(groups) != 1 or world is None or world < 3:
+        return []
+    pt = next(iter(groups.values()))
+    if pt.ranks != list(range(world)) or len({facts.waited_in(pt)}) != 1:
+        return []
+    odd = odd_warning(job)
+    if odd is None:
+        return []
+    text = str(odd.event.get("msg") or odd.event.text)[:160]
+    return _one(job, odd.rank, f"all {world} ranks timed out in {facts.waited_in(pt)}, none missing, and rank "
+                f"{odd.rank} alone warned right before: \"{text}\"; it likely passed the collective another size or "
+                "skipped one the others made", [odd.event, *pt.lead_events()[:2]])
 
 
 def _set_otherwise(job: JobModel) -> list[Mismatch]:
