@@ -238,3 +238,16 @@ def test_a_restarted_group_that_failed_again_keeps_the_failure(tmp_path):
     lines += _attempt(1, 30, range(5, 8), (2, "OSError: [Errno 5] Input/output error: '/data/shard-00002.bin'"))
     (tmp_path / "console.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
     assert analyze([str(tmp_path)], jobs=1).verdict.get("ranks") == [2]
+
+
+def test_a_node_stopped_from_outside_after_its_peer_timed_out_is_not_the_first_failure():
+    # t237_hang_r0_2n: rank 0 (trn-a01) polls for a file from step 29; rank 1 times out at 15:07:04 (trn-a02.err:11-12,
+    # its agent's exit report at 15:07:05); the job script's `timeout -s TERM 60` stops trn-a01's agent at 15:07:37
+    # (trn-a01.err:1-2): the stop ended the hang, rank 0 is the one that never reached the collective
+    from pathlib import Path
+
+    from nccl_doctor.analysis import analyze
+
+    run = Path(__file__).resolve().parent.parent / "fixtures" / "realruns" / "t237_hang_r0_2n_filter_split"
+    report = analyze([str(run)], jobs=1)
+    assert report.verdict["ranks"] == [0] and report.verdict["hosts"] == ["trn-a01"]

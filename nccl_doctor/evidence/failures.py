@@ -85,12 +85,19 @@ def _signalled_agents(job: JobModel, found: list[Failure]) -> list[Failure]:
     from outside is no failure (CATALOGUE: a scheduler's cancel is not a fault). Nor when a rank
     raised an exception of its own (``found``): a lost node leaves the others echoes, never their own
     errors; that rank's job failed, and the stop was someone's decision (a sweep's early stopping of
-    another trial in the same folder)."""
+    another trial in the same folder). Nor a signal after another rank had already timed out waiting."""
     agents, hit = agent_signals(job)
     if not hit or set(hit) >= agents or any(f.category == "exception" and f.rank is not None for f in found):
         return []
     out = []
+    # A rank that had already waited out its timeout before the signal came: the job had hung by then, and the
+    # stop (a job script's `timeout`, a scheduler's limit) ended the hang, not caused it.
+    # (an untimed timeout by the first dated line after it: it happened by then)
+    waited = [t for pt in timeouts_by_pg(job).values() for r in pt.reports for e in r.events[:1]
+              if (t := e.ts if e.ts is not None else dated_after(job, e)) is not None]
     for where, evs in hit.items():
+        if waited and evs[0].ts is not None and evs[0].ts > min(waited):
+            continue
         host = where if where in job.hosts or file_host(job, evs[0].file) else None
         sig = str(evs[0].get("sig") or "a signal")
         out.append(Failure(rank=None, state=None, host=host, category="signal", events=evs[:2],
