@@ -282,21 +282,22 @@ def _labels_that_are_no_host(procs: list[Proc]) -> None:
     """A host label that processes share while they themselves name different nodes ("world size 4, rank 1,
     host dgx-a07" under a compose service's "trainer-1  | ", the same on every node): each process is on the node
     it names. Only nodes two processes name (one line glued to another can name "vmR1")."""
-    said: dict[int, str] = {}
+    said: dict[int, tuple[str, str]] = {}  # process -> (the node it names, as it writes it)
     for p in procs:
-        own = {str(e.fields["host"]).split(".", 1)[0] for e in p.events if e.kind == "rank_world" and e.fields.get("host")}
-        if len(own) == 1:
-            said[id(p)] = next(iter(own))
-    named = Counter(said.values())
+        own = {str(e.fields["host"]) for e in p.events if e.kind == "rank_world" and e.fields.get("host")}
+        if len({h.split(".", 1)[0] for h in own}) == 1:
+            full = min(own)
+            said[id(p)] = (full.split(".", 1)[0], full)
+    named = Counter(node for node, _ in said.values())
     nodes: dict[str, set[str]] = defaultdict(set)  # label -> the nodes its processes name
     for p in procs:
-        node = said.get(id(p))
+        node, _ = said.get(id(p), (None, None))
         if p.host and node and named[node] >= 2 and node != p.host.split(".", 1)[0]:
             nodes[p.host].add(node)
     for p in procs:
-        node = said.get(id(p))
+        node, full = said.get(id(p), (None, None))
         if node and len(nodes.get(p.host or "", ())) >= 2 and named[node] >= 2:
-            p.host = next(str(e.fields["host"]) for e in p.events if e.kind == "rank_world" and e.fields.get("host"))
+            p.host = full
 
 
 def _single_node_log_folders(procs: list[Proc], world: int | None) -> None:
