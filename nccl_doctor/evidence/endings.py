@@ -33,7 +33,7 @@ from .causes import (
     worker_exit_code,
 )
 from .exits import fail_ranks, forced_kills, state_for_pid, table_rank
-from .facts import _per_job, file_host, fmt_ranks, global_rank, int_in, plural
+from .facts import _per_job, file_host, fmt_ranks, global_rank, int_in, plural, record_text
 from .failures import failures
 from .recovery import clean_restart
 from .rendezvous import node_name
@@ -88,7 +88,7 @@ def endings(job: JobModel) -> dict[int, Ending]:
             how = "cause"
         elif rank in timed_ranks or (st is not None and id(st) in timed):
             how = "timeout"
-        elif any(e.kind in _TIMEOUT_ECHOES or _WAITED.search(_text(e)) for e in own):
+        elif any(e.kind in _TIMEOUT_ECHOES or _WAITED.search(record_text(e)) for e in own):
             how = "timeout"  # it waited (in a collective, at the store, at a barrier) until it gave up
         elif own or rank in exits:
             how = "echo"  # its errors, or the failed exit the launcher reports, echo another's failure
@@ -99,7 +99,7 @@ def endings(job: JobModel) -> dict[int, Ending]:
             how = "killed"
         else:
             how = "none"
-        gone = how == "echo" and any(_PEER_GONE.search(_text(e)) for e in own) \
+        gone = how == "echo" and any(_PEER_GONE.search(record_text(e)) for e in own) \
             and all(classify(e, True, False) is None for e in own)
         gone_early = how == "none" and rank in left
         out[rank] = Ending(rank, st, how, own[:2] + killed.get(rank, [])[:1] + (left[rank][:2] if gone_early else []),
@@ -127,17 +127,14 @@ def _stop_words(job: JobModel, ev: Event) -> bool:
     """An error line of a rank the launcher stopped that says no more than that: what the SIGTERM
     raised, or its echo logged ("received SIGTERM at step 12, training failed on this rank")."""
     return _terminated(job, ev) or (ev.kind in ("log_error", *_OWN) and classify(ev, True, False) is None
-                                    and _SIGTERM_WORDS.search(_text(ev)) is not None)
+                                    and _SIGTERM_WORDS.search(record_text(ev)) is not None)
 
 
 def _logged_echo(ev: Event) -> bool:
     """A logged error that quotes a lost peer or a wait that timed out ("evaluation sync failed after step 20:
     ... Connection closed by peer"): the rank's record of an echo, as its traceback would be."""
-    return ev.kind == "log_error" and (_PEER_GONE.search(_text(ev)) is not None or _WAITED.search(_text(ev)) is not None)
-
-
-def _text(ev: Event) -> str:
-    return " ".join(str(v) for v in (ev.get("msg"), ev.get("err"), ev.get("exc")) if v) or ev.text
+    text = record_text(ev)
+    return ev.kind == "log_error" and (_PEER_GONE.search(text) is not None or _WAITED.search(text) is not None)
 
 
 @_per_job
@@ -342,10 +339,11 @@ def late_arrivals(job: JobModel) -> list[Ending]:
     last_timeout: dict[str, int] = {}
     for e in timed:
         for ev in e.events:
-            if ev.kind in _TIMEOUT_ECHOES or _WAITED.search(_text(ev)):
+            if ev.kind in _TIMEOUT_ECHOES or _WAITED.search(record_text(ev)):
                 last_timeout[ev.file] = max(last_timeout.get(ev.file, 0), ev.line)
     return [e for e in late if (all(ev.line > last_timeout.get(ev.file, 0) for ev in e.events
-                                    if _PEER_GONE.search(_text(ev))) and not _facing(e, timed)) or _elsewhere(e, timed)]
+                                    if _PEER_GONE.search(record_text(ev))) and not _facing(e, timed))
+            or _elsewhere(e, timed)]
 
 
 def _facing(late: Ending, timed: list[Ending]) -> bool:

@@ -142,6 +142,11 @@ def brief(text: str, limit: int = 160) -> str:
     return text[: cut + 1] if cut > 0 else text[: limit - 3].rstrip() + "..."
 
 
+def record_text(ev: Event) -> str:
+    """What a record or an error says (its message, error and exception fields), else its line."""
+    return " ".join(str(v) for v in (ev.get("msg"), ev.get("err"), ev.get("exc")) if v) or ev.text
+
+
 def first_ts(events: Iterable[Event]) -> float | None:
     times = [e.ts for e in events if e.ts is not None]
     return min(times) if times else None

@@ -388,7 +388,7 @@ def failures(job: JobModel) -> list[Failure]:
     def when(f: Failure) -> float | None:
         bounds = [t for t in (f.ts, dated_after(job, f.events[0]) if f.events[0].ts is None else None) if t is not None]
         return min(bounds) if bounds else None
-    return sorted(out, key=lambda f: (f.exit_only, when(f) is None, when(f) or 0.0,
+    return sorted(out, key=lambda f: (f.exit_only, (t := when(f)) is None, t or 0.0,
                                       files.get(f.events[0].file, 0), f.events[0].line))
 
 

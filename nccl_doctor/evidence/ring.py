@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from ..events import Event
 from ..model import JobModel, RankState
 from .causes import _PEER_GONE
-from .facts import _per_job
+from .facts import _per_job, record_text
 from .launcher_facts import error_signature, is_after
 from .statements import _SIZES, TRANSPORT_MISMATCH, lone_abort, mismatch_reports
 from .timeouts import c10d_call
@@ -84,7 +84,7 @@ def _own_record(st: RankState | None) -> Event | None:
     for e in st.events:
         if e.kind not in _RECORDS or (first_step is not None and not is_after(e, first_step)):
             continue
-        text = " ".join(str(v) for v in (e.get("msg"), e.get("err"), e.get("exc")) if v) or e.text
+        text = record_text(e)
         if _ECHO.search(text) or _PEER_GONE.search(text) or TRANSPORT_MISMATCH.search(text):
             continue
         return e
