@@ -42,7 +42,7 @@ def last_lines(tail: bytes, total: int, stripper: LauncherStripper, year: int, o
     wanted |= writers
     # The line before the last of each rank's label (and of a file's one writer): where a rank that
     # stopped one line short of the others stopped (see evidence.behind)
-    want_before = {k for k in wanted if k[0] == "rank"} | ({None} if single else set())
+    want_before = {k for k in wanted if k[0] in ("rank", "writer")} | ({None} if single else set())
     befores: dict = {}
     extra: int | None = None
     labelled = any(k[0] in ("rank", "local_rank") for k in wanted)

@@ -229,12 +229,6 @@ KNOWN_WRONG = {
                                           "written) stalls outside any collective and rank 1 times out; rank 0 is "
                                           "named as the rank that wrote no line, but placed on its neighbour's host "
                                           "(dgx-a02): its rank-less lines in dgx-a01.log are not tied to it",
-    "t238_ddpbf16_r2_w3_pid_split": "rank 2 builds its model in bfloat16: gloo aborts it in DDP's constructor, "
-                                    "receiving rank 0's fp32 weights ('433936 vs 216968', console.err:1-2; torchrun: "
-                                    "local_rank 2 exitcode -6); the others' tracebacks are already in their first "
-                                    "forward and backward, and only the missing 'model wrapped in "
-                                    "DistributedDataParallel' line of its pid tells rank 2 never left the "
-                                    "constructor; the desync names no rank",
 }
 
 

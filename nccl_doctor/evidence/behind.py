@@ -71,6 +71,16 @@ def lone_last_line(lasts: dict[int, LastLine]) -> int | None:
 
 @_per_job
 def line_behind(job: JobModel) -> LineBehind | None:
+    odd = stopped_short(job)
+    if odd is None or any(st.errors or st.timeouts for st in job.ranks if st.rank == odd.rank):
+        return None  # it said what befell it
+    return odd
+
+
+@_per_job
+def stopped_short(job: JobModel) -> LineBehind | None:
+    """The one rank whose last line is the one every other rank wrote just before its own last, whatever
+    else it said (an error of its own does not move where it stopped)."""
     ranks = [st for st in job.ranks if st.rank is not None and st.last_line is not None]
     if len({st.rank for st in ranks}) != len(ranks):
         return None
@@ -78,8 +88,6 @@ def line_behind(job: JobModel) -> LineBehind | None:
     if lone is None:
         return None
     odd = next(st for st in ranks if st.rank == lone)
-    if odd.errors or odd.timeouts:
-        return None  # it said what befell it
     others = [st for st in ranks if st is not odd]
     befores = [_before(job, st) for st in others]
     if any(b is None or line_shape(b) != line_shape(odd.last_line.text) for b in befores):

@@ -21,6 +21,7 @@ from .facts import _per_job, owner
 from .failure_record import Failure
 from .launcher_facts import attempt_in_path
 from .timeouts import timeouts_by_pg
+from .tracebacks import traceback_head
 
 
 @_per_job
@@ -76,10 +77,7 @@ def _uncaught(job: JobModel, ev: Event) -> bool:
     the main thread; the process was ending."""
     if ev.kind != "python_exception":
         return False
-    head = None
-    for e in job.by_kind("traceback_start"):
-        if e.file == ev.file and e.line < ev.line and e.rank == ev.rank and (head is None or e.line > head.line):
-            head = e
+    head = traceback_head(job, ev, same_rank=True)
     return head is not None and head.get("hook") == "torch"
 
 

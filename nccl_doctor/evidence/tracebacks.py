@@ -117,13 +117,24 @@ def caught(job: JobModel, ev: Event) -> bool:
 
 
 def _headed_by(job: JobModel, ev: Event, heads) -> bool:
-    """The traceback exception line ``ev`` ends (the last one started before it in the file: its
-    frames come in between) starts at one of ``heads`` (its file's headed traceback lines)."""
+    """The traceback exception line ``ev`` ends starts at one of ``heads`` (its file's headed traceback lines)."""
     if not heads:
         return False
+    start = traceback_head(job, ev)
+    return start is not None and ev.line - start.line <= 400 and start.line in heads
+
+
+def traceback_head(job: JobModel, ev: Event, same_rank: bool = False) -> Event | None:
+    """The start of the traceback the exception line ``ev`` ends: the last one started before it in its
+    file (its frames come in between); with ``same_rank``, the last one its own rank started (ranks
+    interleave their tracebacks in one tee'd console)."""
     starts = _starts_by_file(job).get(ev.file, [])
-    i = bisect_left(starts, ev.line) - 1
-    return i >= 0 and ev.line - starts[i] <= 400 and starts[i] in heads
+    by_line = traceback_starts(job)
+    for i in range(bisect_left(starts, ev.line) - 1, -1, -1):
+        start = by_line[(ev.file, starts[i])]
+        if not same_rank or start.rank == ev.rank:
+            return start
+    return None
 
 
 @_per_job

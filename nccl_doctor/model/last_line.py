@@ -27,6 +27,8 @@ def rank_last_line(p: Proc, last_by_file: dict[str, dict], shared: set[str] = fr
             keys.append(("rank", p.rank))
         if p.local_rank is not None:
             keys.append(("local_rank", p.local_rank))
+        if p.pid is not None:  # its records' own pid ("INFO 15257 train: ..."): lines no rank label marks
+            keys.append(("writer", p.pid))
         own = [ll[k] for k in keys if k[0] != "proc" and k in ll]
         # its lines carry a label: an unlabelled last line is someone else's where a relay labels every
         # line its process writes, or where the launcher's agent wrote into the file too (torchrun's

@@ -19,6 +19,7 @@ import re
 from collections import Counter, defaultdict
 
 from ..evidence import facts, frtrace
+from ..evidence.behind import stopped_short
 from ..evidence.callsites import odd_call_site
 from ..evidence.dumps import Mismatch as DumpMismatch
 from ..evidence.dumps import dump_facts
@@ -29,6 +30,7 @@ from ..evidence.ring import ring_deviation, short_receiver
 from ..evidence.statements import (
     TRANSPORT_MISMATCH,
     aborted_in_tables,
+    lone_abort,
     mismatch_apart,
     mismatch_reports,
     mismatch_sender,
@@ -60,6 +62,8 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
         confidence = "medium" if found else confidence
     if not ahead and found and not any(m[4] for m in found):  # of gloo's two ranks, the one that logged its deviation
         ahead = _ring(job)
+    if not ahead and found and not any(m[4] for m in found):  # or gloo's lone aborted rank, which the others left behind
+        ahead = _left_behind(job)
     if not ahead and found:  # a desync is seen: a rank whose epoch has another length than the others' ran it
         ahead = _uneven(job)
     if not ahead and found and not any(m[4] for m in found):  # or the one rank that warned of something just before
@@ -316,6 +320,21 @@ def _ring(job: JobModel) -> list[Mismatch]:
                 f"(\"{TRANSPORT_MISMATCH.search(torn[0].text).group(0)}\"): gloo's ring receives from one neighbour, "
                 f"so the ranks that disagreed are {pair}, and rank {dev.rank} alone of them logged, just before: "
                 f"\"{text}\"; it likely ran a collective of another size or skipped one", [dev.event, torn[0]])
+
+
+def _left_behind(job: JobModel) -> list[Mismatch]:
+    """gloo aborted one rank of three or more, and every other rank wrote one more line of the job's own than it
+    did (evidence.behind): they went on past the point where it stopped, so the collective it died in completed
+    for them (a broadcast's other receivers, or a later collective it was not in); they agree, it is the odd one."""
+    a, world = lone_abort(job), job.ranks_expected
+    odd = stopped_short(job) if a is not None and world is not None and world >= 3 else None
+    if odd is None or odd.rank != a:
+        return []
+    torn, _ = mismatch_reports(job)
+    return _one(job, a, f"gloo aborted rank {a} on data of another size than its collective expected "
+                f"(\"{TRANSPORT_MISMATCH.search(torn[0].text).group(0)}\"), and every other rank went on past the "
+                f"point where it stopped (its last line \"{odd.last[:100]}\", theirs \"{odd.others[:100]}\"): they "
+                f"agreed with each other; rank {a} ran a collective of another size or kind", [*odd.events, torn[0]])
 
 
 def _short(job: JobModel) -> list[Mismatch]:
