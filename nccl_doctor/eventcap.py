@@ -35,6 +35,7 @@ from array import array
 from collections import deque
 
 from .events import Event
+from .timeparse import hms_of
 
 #: kind -> (first, last) kept per stream. Step and epoch lines: the progress counters.
 DENSE: dict[str, tuple[int, int]] = {"train_step": (8, 8), "train_epoch": (8, 8)}
@@ -92,7 +93,7 @@ class EventCap:
                 self.years[y] = self.years.get(y, 0) + 1
             if kind == "train_step":
                 if "mmdd" in f and "hms" in f:
-                    self.step_mmdd.append((len(self.step_ts), str(f["mmdd"]), str(f["hms"])))
+                    self.step_mmdd.append((len(self.step_ts), str(f["mmdd"]), hms_of(f)))
                 self.step_ts.append(ts)
         dense = DENSE.get(kind)
         if dense is None:

@@ -7,7 +7,7 @@ import time
 from collections import Counter
 
 from .events import MAX_TEXT, Event
-from .timeparse import event_time, parse_mmdd
+from .timeparse import event_time, hms_of, parse_mmdd
 
 
 def fix_years(events: list[Event], years: dict | None = None, scans: list | None = None) -> None:
@@ -25,7 +25,7 @@ def fix_years(events: list[Event], years: dict | None = None, scans: list | None
     year = Counter(years).most_common(1)[0][0]
     for e in events:
         if e.ts is not None and "mmdd" in e.fields and "hms" in e.fields and time.gmtime(e.ts).tm_year != year:
-            e.ts = parse_mmdd(str(e.fields["mmdd"]), str(e.fields["hms"]), year)
+            e.ts = parse_mmdd(str(e.fields["mmdd"]), hms_of(e.fields), year)
     for s in scans or ():
         for i, mmdd, hms in s.step_mmdd or ():
             if time.gmtime(s.step_ts[i]).tm_year != year:
@@ -43,11 +43,12 @@ _ERROR_RECORD_RANK = re.compile(r"\[?(?:ERROR|CRITICAL|FATAL)\]?(?::[\w.<>-]{1,6
 def make_event(kind: str, fields: dict, lf: dict, path: str, line_no: int, text: str, year: int) -> Event:
     # Only the NCCL line prefix names the writer (host:pid:tid [dev]); a host or pid inside other
     # messages (srun's failed node, a ChildFailedError entry) is the subject, kept in fields.
-    writer = kind.startswith("nccl_") or (kind == "rank_world" and "host" in fields)  # ("host=X rank=R/W": its own)
+    # ("host=X rank=R/W", "host X pid N local_rank L": its own)
+    writer = kind.startswith("nccl_") or (kind in ("rank_world", "self_pid") and "host" in fields)
     # (a start-up line's own host stays in its fields too: the writer's word on its node, over a launcher's label)
-    host = ((fields.get("host") if kind == "rank_world" else fields.pop("host", None)) if writer else None) \
-        or lf.get("host") or lf.get("pod")
-    pid = fields.pop("pid", None) if writer else None
+    host = ((fields.get("host") if kind in ("rank_world", "self_pid") else fields.pop("host", None)) if writer
+            else None) or lf.get("host") or lf.get("pod")
+    pid = (fields.get("self_pid") if kind == "self_pid" else fields.pop("pid", None)) if writer else None
     if pid is None:
         pid = lf.get("pid")
     cuda_dev = fields.pop("cuda_dev", None) if writer else fields.get("cuda_dev")
@@ -71,5 +72,8 @@ def make_event(kind: str, fields: dict, lf: dict, path: str, line_no: int, text:
     rank = lf.get("rank")
     if rank is None and kind != "log_error" and (m := _ERROR_RECORD_RANK.match(text)) is not None:
         rank = int(m.group(1))
-    return Event(kind, path, line_no, host, pid, cuda_dev, rank, lf.get("local_rank"), ts, fields,
+    local = lf.get("local_rank")
+    if local is None and writer and kind == "self_pid":
+        local = fields.get("local_rank")  # its own start-up line: its launcher's worker slot
+    return Event(kind, path, line_no, host, pid, cuda_dev, rank, local, ts, fields,
                  text.strip()[:MAX_TEXT])

@@ -32,13 +32,22 @@ def parse_iso(text: str) -> float | None:
 
 
 def parse_mmdd(mmdd: str, hms: str, year: int) -> float | None:
-    """c10 prefix ``E1218 20:27:21``: month*100+day without zero padding, no year."""
+    """c10 prefix ``E1218 20:27:21`` (``hms`` may carry its fraction, ``20:27:21.485000``): month*100+day without
+    zero padding, no year."""
+    secs, _, frac = hms.partition(".")
     try:
         v = int(mmdd)
-        h, mi, s = (int(x) for x in hms.split(":")[:3])
+        h, mi, s = (int(x) for x in secs.split(":")[:3])
     except ValueError:
         return None
-    return _epoch(year, v // 100, v % 100, h, mi, s)
+    return _epoch(year, v // 100, v % 100, h, mi, s, frac if frac.isdigit() and len(frac) <= 9 else None)
+
+
+def hms_of(fields: dict) -> str:
+    """A record's time of day with the fraction its format gave apart (glog's ``.485000``): events a few
+    milliseconds apart are ordered by it, across files."""
+    hms, frac = str(fields["hms"]), fields.get("frac")
+    return f"{hms}.{frac}" if frac and "." not in hms else hms
 
 
 def parse_asctime(text: str) -> float | None:
@@ -60,7 +69,7 @@ def event_time(fields: dict, year: int) -> float | None:
             return t
     mmdd, hms = fields.get("mmdd"), fields.get("hms")
     if mmdd and hms:
-        return parse_mmdd(str(mmdd), str(hms), year)
+        return parse_mmdd(str(mmdd), hms_of(fields), year)
     hvd = fields.get("hvdtime")
     if isinstance(hvd, str):
         return parse_asctime(hvd)

@@ -224,11 +224,20 @@ KNOWN_WRONG = {
                                  "received from rank 0 is not a permutation ...' (console.log:36): with two ranks "
                                  "a receiver's complaint naming the sender reads like t206_shards' own fault "
                                  "checked against rank 0, so the raiser is named",
-    "t236_hang_r0_2n_compose_zip_logdir": "two nodes of one rank each behind the same compose label 'trainer-1  | ': "
-                                          "rank 0 (dgx-a01.log, records without a rank, its node's table never "
-                                          "written) stalls outside any collective and rank 1 times out; rank 0 is "
-                                          "named as the rank that wrote no line, but placed on its neighbour's host "
-                                          "(dgx-a02): its rank-less lines in dgx-a01.log are not tied to it",
+    "t242_addedtokens_r0_w2_2nodes_logdir": "rank 0's stale added_tokens.json on gpu-a07 gives it 1032 embedding rows "
+                                            "(gpu-a07.log:6, '+ 8 added tokens') where rank 1 has 1024 (gpu-a08.log:4); "
+                                            "gloo aborts rank 1, the receiver of the start-up broadcast ('264192 vs "
+                                            "262144' = 8 rows x 64 x 4 bytes): with two ranks the sizes alone do not "
+                                            "say whose tensor deviated, so no rank is named",
+    "t242_shortshard_r0_w2_detail_json_tee": "rank 0's shard is short ('92 sequences' against 96, console.log:7-8), so "
+                                             "its token budget needs a step 12 (its traceback in sync_gradients) while "
+                                             "rank 1 logged 'epoch 0 done' and waits in evaluate's barrier; torch "
+                                             "2.13's DETAIL messages garble the peer's fingerprint, and the routine "
+                                             "all_reduce is the deviator's here: only the token counts tell",
+    "t242_truncgather_r0_w2_detail_rank0_logdir": "rank 0 alone enters report_truncation's all_gather "
+                                                  "(train242.py:254, console.log:16-28) while rank 1 is in the "
+                                                  "all_reduce it makes every step; only rank 0 logs INFO, and with "
+                                                  "two ranks nothing but which call is routine tells them apart",
 }
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from ..events import Event
 from ..model import JobModel, RankState
+from ..model.hosts import LOOPBACK
 from .causes import (
     _OWN_ERRORS,
     _PEER_GONE,
@@ -259,7 +260,7 @@ def left_early(job: JobModel) -> dict[int, list[Event]]:
                 continue
             host = next(iter(agent))
             if (st.host and host and st.host.split(".", 1)[0] == str(host).split(".", 1)[0]) \
-                    or (st.host is None and one_host):
+                    or ((st.host is None or host in LOOPBACK) and one_host):  # (the agent's "localhost": that node)
                 captured.setdefault(f, set()).add(st.rank)
     out: dict[int, list[Event]] = {}
     for key, table in tables.items():

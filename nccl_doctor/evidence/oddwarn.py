@@ -9,11 +9,14 @@ the rank at medium confidence, as for uneven epochs).
 
 Only with three ranks or more known, when other ranks log as well (a job that logs on rank 0 alone
 makes any of its warnings lone), when exactly one rank has such a warning, and when it came at most
-one step line of its own before that rank stopped.
+one step line of its own before that rank stopped. With two ranks nothing is odd against a majority:
+only a warning that the rank skipped something ("non-finite loss (nan), skipping batch"), whenever it
+came (a skipped step puts its collectives one behind the other's until they part at the epoch's end).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..events import Event
@@ -30,6 +33,7 @@ _LOGGING = ("train_step", "train_epoch", "train_phase", "rank_world", *_WARNS)
 class OddWarning:
     rank: int
     event: Event
+    recent: bool = True  # at most one step line of its own after it
 
 
 def _recent(events: list[Event], ev: Event) -> bool:
@@ -37,16 +41,22 @@ def _recent(events: list[Event], ev: Event) -> bool:
     return sum(1 for e in events if e.kind == "train_step" and (e.file, e.line) > (ev.file, ev.line)) <= 1
 
 
+#: A warning that its rank skipped what the others did (a batch, a step, an update).
+_SKIPPED = re.compile(r"\b(?:[Ss]kip(?:ping|ped|s)?|SKIP(?:PING|PED)?)\b")
+
+
 @_per_job
 def odd_warning(job: JobModel) -> OddWarning | None:
     ranks = [st for st in job.ranks if st.rank is not None]
-    if len(ranks) < 3:
+    two = len(ranks) == 2 and job.ranks_expected == 2
+    if len(ranks) < 3 and not two:
         return None
     shapes = {st.rank: {error_signature(e) for e in st.events if e.kind in _WARNS} for st in ranks}
     lone: dict[int, Event] = {}
     for st in ranks:
         others = set().union(*(s for r, s in shapes.items() if r != st.rank))
-        warns = [e for e in st.events if e.kind in _WARNS and error_signature(e) not in others and _recent(st.events, e)]
+        warns = [e for e in st.events if e.kind in _WARNS and error_signature(e) not in others
+                 and (_SKIPPED.search(e.text) is not None if two else _recent(st.events, e))]
         if warns:
             lone[st.rank] = warns[-1]
     if len(lone) != 1:
@@ -54,4 +64,5 @@ def odd_warning(job: JobModel) -> OddWarning | None:
     rank, ev = next(iter(lone.items()))
     if not any(e.kind in _LOGGING for st in ranks if st.rank != rank for e in st.events):
         return None  # the others never log: a warning of theirs would not show either
-    return OddWarning(rank, ev)
+    st = next(st for st in ranks if st.rank == rank)
+    return OddWarning(rank, ev, _recent(st.events, ev))

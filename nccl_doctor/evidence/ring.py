@@ -128,6 +128,8 @@ def short_receiver(job: JobModel) -> ShortReceiver | None:
     if len(calls) != 1 or not calls <= _OWN_SIZED:
         return None
     op = next(iter(calls))
+    if op.startswith("broadcast") and world < 3:
+        return None  # two ranks: the root's tensor the larger (a config only its node reads) is as likely
     if int(sizes.group(1)) == 2 * int(sizes.group(2)):
         return None  # exactly twice: a dtype twice as wide (numpy's float64 beside float32), the deviator the larger
     return ShortReceiver(a, op, int(sizes.group(1)), int(sizes.group(2)),

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from .job import RankState
 
 #: Names an agent whose own host name resolves to the loopback gives its node (getfqdn).
-_LOOPBACK = frozenset(("localhost", "localhost.localdomain", "127.0.0.1", "::1"))
+LOOPBACK = frozenset(("localhost", "localhost.localdomain", "127.0.0.1", "::1"))
 
 
 def name_hosts(ranks: list[RankState], events: list[Event], world: int | None = None) -> tuple[list[str], dict[int, str]]:
@@ -42,7 +42,7 @@ def name_hosts(ranks: list[RankState], events: list[Event], world: int | None = 
         # An agent whose own name resolves to the loopback calls its node "localhost" (getfqdn): the
         # one host the processes name is that node, not a second one.
         only = next(iter(seen_hosts))
-        table_hosts = {r: only if h in _LOOPBACK else h for r, h in table_hosts.items()}
+        table_hosts = {r: only if h in LOOPBACK else h for r, h in table_hosts.items()}
     for r in ranks:
         if r.host is None and r.rank is not None and r.rank in table_hosts:
             r.host = table_hosts[r.rank]

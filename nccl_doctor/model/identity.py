@@ -281,13 +281,18 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
 def _labels_that_are_no_host(procs: list[Proc]) -> None:
     """A host label that processes share while they themselves name different nodes ("world size 4, rank 1,
     host dgx-a07" under a compose service's "trainer-1  | ", the same on every node): each process is on the node
-    it names. Only nodes two processes name (one line glued to another can name "vmR1")."""
+    it names. Only nodes two processes name (one line glued to another can name "vmR1"). A start-up line that names
+    the writer's host with its pid and local rank ("host vm pid 11225 local rank 3") is its own word on its node
+    (socket.gethostname()), over whatever label a relay put before it."""
     said: dict[int, tuple[str, str]] = {}  # process -> (the node it names, as it writes it)
+    sure: set[int] = set()  # processes whose start-up line names host, pid and local rank together
     for p in procs:
-        own = {str(e.fields["host"]) for e in p.events if e.kind == "rank_world" and e.fields.get("host")}
+        own = {str(e.fields["host"]) for e in p.events if e.kind in _NAMES_OWN_HOST and e.fields.get("host")}
         if len({h.split(".", 1)[0] for h in own}) == 1:
             full = min(own)
             said[id(p)] = (full.split(".", 1)[0], full)
+            if any(e.kind == "self_pid" and e.fields.get("host") for e in p.events):
+                sure.add(id(p))
     named = Counter(node for node, _ in said.values())
     nodes: dict[str, set[str]] = defaultdict(set)  # label -> the nodes its processes name
     for p in procs:
@@ -296,8 +301,12 @@ def _labels_that_are_no_host(procs: list[Proc]) -> None:
             nodes[p.host].add(node)
     for p in procs:
         node, full = said.get(id(p), (None, None))
-        if node and len(nodes.get(p.host or "", ())) >= 2 and named[node] >= 2:
+        if node and ((len(nodes.get(p.host or "", ())) >= 2 and named[node] >= 2) or id(p) in sure):
             p.host = full
+
+
+#: The kinds of a process's own statement of its host.
+_NAMES_OWN_HOST = frozenset(("rank_world", "self_pid"))
 
 
 def _single_node_log_folders(procs: list[Proc], world: int | None) -> None:

@@ -303,7 +303,8 @@ def _warned(job: JobModel) -> list[Mismatch]:
     if odd is None:
         return []
     text = str(odd.event.get("msg") or odd.event.text)[:160]
-    return _one(job, odd.rank, f"rank {odd.rank} alone warned, right before: \"{text}\"; it likely ran a collective "
+    when = "right before" if odd.recent else "before the desync"
+    return _one(job, odd.rank, f"rank {odd.rank} alone warned, {when}: \"{text}\"; it likely ran a collective "
                 "of another size or skipped one the others made", [odd.event])
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..events import Event, by_place
-from ..evidence.facts import Failure, classify, first_failure, first_ts
+from ..evidence.facts import Failure, classify, failures, first_ts
 from ..evidence.launcher_facts import (
     error_signature,
     ranks_text,
@@ -102,8 +102,9 @@ def _describe_restart(rs: Restarts) -> str:
 
 
 def _trigger(job: JobModel, rs: Restarts) -> Failure | None:
-    """The job's first failure, when it happened before the first restart (why it restarted)."""
-    failed = first_failure(job)
+    """The job's first failure, when it happened before the first restart (why it restarted): one the restarted
+    group got over too (training went on after it because torchrun restarted the group)."""
+    failed = next(iter(failures(job)), None)
     if failed is None or not failed.events or rs.gen_of.get(id(failed.events[0]), 0) != 0:
         return None
     return failed
