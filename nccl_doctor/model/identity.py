@@ -52,9 +52,19 @@ _LOGDIR_SLOT = re.compile(r"^(?P<attempt>.*/attempt_\d{1,6})/(?P<local>\d{1,5})/
 _SELF_RANK = re.compile(r"(?<![\w-])(?:rank|RANK) ?[=:] ?(\d{1,7})(?![\d.])")
 #: A logged record saying where its own failure happened ("step 12 failed on rank 2: cannot decode sample ...,
 #: skipping batch"): in a console no prefix labels, its writer's rank.
-_FAILED_ON_RANK = re.compile(r"\b(?:failed|failure|error|exception|crashed|died|aborted|skipp(?:ed|ing)) on rank[ =:]?"
-                             r"(\d{1,7})\b(?![.\d])")
+#: (or "... on global rank 1: ...; aborting": a process names itself by its global rank)
+_FAILED_ON_RANK = re.compile(r"(?:\b(?:failed|failure|error|exception|crashed|died|aborted|skipp(?:ed|ing)) on|"
+                             r"\bon global) rank[ =:]?(\d{1,7})\b(?![.\d])")
 _FAILED_ON_KINDS = frozenset(("log_error", "log_warning", "log_carry_on"))
+
+
+#: The lines of a traceback, which torch's excepthook labels "[rankN]: " in a console that labels nothing else.
+_HOOK_KINDS = frozenset(("traceback_start", "py_frame", "py_script_frame", "python_exception", "py_chain"))
+
+
+def _on_rank(text: str) -> bool:
+    """(a cheap test before ``_FAILED_ON_RANK``)"""
+    return "on rank" in text or "on global rank" in text
 _SELF_LOCAL = re.compile(r"(?<![\w-])(?:local_rank|LOCAL_RANK|local rank)(?: ?[=:] ?| )(\d{1,5})(?![\d.])")
 
 
@@ -115,7 +125,7 @@ def _keys(ev: Event, file_has_labels: bool) -> list[tuple]:
             own = int(m.group(1)) if m else None
         if isinstance(own, int):
             keys.append(("rank", own))
-    if ev.rank is None and not keys and ev.kind in _FAILED_ON_KINDS and not file_has_labels and "on rank" in ev.text \
+    if ev.rank is None and not keys and ev.kind in _FAILED_ON_KINDS and not file_has_labels and _on_rank(ev.text) \
             and ev.fields.get("rank") is None and file_rank(ev.file) is None:
         m = _FAILED_ON_RANK.search(str(ev.fields.get("msg") or ev.text))
         if m is not None:
@@ -145,7 +155,7 @@ def _unnamed_class(ev: Event):
         return _UNSHARED
     if kind in _ABOUT_WORKERS:
         return "about"
-    if kind in _FAILED_ON_KINDS and "on rank" in ev.text:
+    if kind in _FAILED_ON_KINDS and _on_rank(ev.text):
         return _UNSHARED
     if kind in ("train_step", "log_error"):
         own = ev.fields.get("rank")
@@ -167,8 +177,8 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
     for ev in events:
         if ev.host is not None and ev.pid is not None:
             file_procs[ev.file].add((ev.host, ev.pid))
-        if ev.rank is not None or ev.local_rank is not None:
-            file_labels.add(ev.file)
+        if (ev.rank is not None or ev.local_rank is not None) and ev.kind not in _HOOK_KINDS:
+            file_labels.add(ev.file)  # (torch's "[rank1]: " on an uncaught traceback labels nothing else)
         if ev.cuda_dev is not None and ev.kind.startswith("nccl_"):
             file_devs[ev.file].add(ev.cuda_dev)
 
