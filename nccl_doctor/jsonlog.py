@@ -181,4 +181,16 @@ def _record(obj: dict, rest: str, name: str) -> tuple[dict, str] | None:
         # says: the patterns read the object's own keys, as in a line (training.toml's JSON counter);
         # so is a name with no number beside a counter of its own ("event='train step' step=6").
         body = rest
+    elif _BARE_COUNTER.match(body) and not _shipped_line(obj, msg):
+        # '"msg": "step 17", "loss": 2.0575, "step_time": 0.109': the counter in the message, its metrics in
+        # keys beside it; read as the line a plain logger would print ("step 17 loss 2.0575 step_time 0.109")
+        metrics = sorted(((k, v) for k, v in obj.items() if isinstance(v, int | float) and not isinstance(v, bool)
+                          and k not in _WRITER_KEYS), key=lambda kv: kv[0] != "loss")[:8]
+        body = " ".join([body, *(f"{k} {v}" for k, v in metrics)])
     return fields, body
+
+
+#: A message that is a progress counter alone ("step 17", "iter 120", "Step 3/40").
+_BARE_COUNTER = re.compile(r"(?:[Ss]tep|[Ii]ter(?:ation)?) \d{1,12}(?:/\d{1,12})?$")
+#: Keys that say who wrote a record, not what it measured.
+_WRITER_KEYS = frozenset(("rank", "local_rank", "world_size", "pid", "time", "ts", "timestamp", "created"))
