@@ -66,3 +66,28 @@ def odd_warning(job: JobModel) -> OddWarning | None:
         return None  # the others never log: a warning of theirs would not show either
     st = next(st for st in ranks if st.rank == rank)
     return OddWarning(rank, ev, _recent(st.events, ev))
+
+
+#: A collective named after a skip ("skipping gradient all-reduce and optimizer step", "skipped the barrier").
+_COLLECTIVE = re.compile(r"\b(?:all[-_ ]?reduce|allreduce|all[-_ ]?gather|allgather|reduce[-_ ]?scatter|broadcast|barrier"
+                         r"|collective|(?:grad(?:ient)?s?|DP|data[- ]parallel) (?:sync|all[-_ ]?reduce))")
+
+
+@_per_job
+def skipped_collective(job: JobModel) -> OddWarning | None:
+    """The one rank whose own warning says it skipped a collective ("grad norm is nan, skipping gradient all-reduce
+    and optimizer step"), whenever it came: from then on its collectives ran one behind its peers' (or ahead), so
+    the mismatch the job ended in, however late and wherever the others waited, is that skip's. Two ranks or more;
+    no other rank said it skipped one."""
+    ranks = [st for st in job.ranks if st.rank is not None]
+    if len(ranks) < 2:
+        return None
+    said: dict[int, Event] = {}
+    for st in ranks:
+        for e in st.events:
+            if e.kind in _WARNS and (m := _SKIPPED.search(e.text)) is not None and _COLLECTIVE.search(e.text, m.end()):
+                said.setdefault(st.rank, e)
+    if len(said) != 1:
+        return None
+    rank, ev = next(iter(said.items()))
+    return OddWarning(rank, ev, _recent(next(st for st in ranks if st.rank == rank).events, ev))

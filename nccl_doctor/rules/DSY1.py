@@ -18,26 +18,21 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 
+from ..evidence import desync_hints as hints
 from ..evidence import facts, frtrace
-from ..evidence.behind import stopped_short
-from ..evidence.callsites import odd_call_site
+from ..evidence.desync_hints import Mismatch
 from ..evidence.dumps import Mismatch as DumpMismatch
 from ..evidence.dumps import dump_facts
 from ..evidence.facts import name_ranks, pg_label, plural
-from ..evidence.oddsetting import odd_setting
-from ..evidence.oddwarn import odd_warning
-from ..evidence.ring import ring_deviation, short_receiver
 from ..evidence.statements import (
     TRANSPORT_MISMATCH,
     aborted_in_tables,
-    lone_abort,
     mismatch_apart,
     mismatch_reports,
     mismatch_sender,
     mismatch_spared,
     subgroup_waits,
 )
-from ..evidence.steps import step_outlier, uneven_epoch
 from ..findings import Finding
 from ..model import JobModel
 from .base import Rule
@@ -56,20 +51,21 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
     found = [_from_dump(job, m) for m in dumps] + [_from_analyzer(job, c) for c in analyzed] + \
         _watchdog_mismatch(job, shown) + _reported_mismatch(job) + _group_creation(job)
     confidence = dumps[0].confidence if dumps else "high"
-    ahead = _ran_ahead(job) + _odd_site(job)  # weakest: a rank whose step ran ahead, or that waited elsewhere
+    # a rank that said it skipped a collective; else, weakest: a rank whose step ran ahead, or that waited elsewhere
+    ahead = hints.skipped(job) or (hints.ran_ahead(job) + hints.odd_site(job))
     if not found and not ahead:  # and weaker: every rank waited in one collective, none missing, one had warned alone
-        found = _all_waited_after_a_lone_warning(job)
+        found = hints.all_waited_after_a_lone_warning(job)
         confidence = "medium" if found else confidence
     if not ahead and found and not any(m[4] for m in found):  # of gloo's two ranks, the one that logged its deviation
-        ahead = _ring(job)
+        ahead = hints.ring(job)
     if not ahead and found and not any(m[4] for m in found):  # or gloo's lone aborted rank, which the others left behind
-        ahead = _left_behind(job)
+        ahead = hints.left_behind(job)
     if not ahead and found:  # a desync is seen: a rank whose epoch has another length than the others' ran it
-        ahead = _uneven(job)
+        ahead = hints.uneven(job)
     if not ahead and found and not any(m[4] for m in found):  # or the one rank that warned of something just before
-        ahead = _warned(job) or _set_otherwise(job)
+        ahead = hints.warned(job) or hints.set_otherwise(job)
     if not ahead and found and not any(m[4] for m in found):  # or, in an all_gather or broadcast, the short receiver
-        ahead = _short(job)
+        ahead = hints.short(job)
     if ahead and not dumps and not any(m[4] for m in found):
         found, confidence = ahead + found, "medium"  # the others say a desync happened, not who
     if not found:
@@ -84,11 +80,6 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
     return [rule.finding(summary, confidence=confidence, ranks=ranks,
                          hosts=hosts, evidence=evidence, first_seen=facts.first_ts(evidence),
                          blame_ranks=blame)]  # not its host: other ranks there did nothing wrong
-
-
-#: (summary, the ranks at odds with the others, their hosts, evidence, the ranks to blame: the odd
-#: ones against a clear majority, none when nothing says which side deviated)
-Mismatch = tuple[str, list, list, list, list]
 
 
 def _from_dump(job: JobModel, m: DumpMismatch) -> Mismatch:
@@ -275,116 +266,3 @@ def _fingerprint_mismatch(job: JobModel, reports: list) -> Mismatch:
     return (summary, blame, [known[r].host for r in blame if r in known], lead, blame)
 
 
-def _one(job: JobModel, rank: int, summary: str, events: list) -> list[Mismatch]:
-    """A hint that names one rank (and its host): the others say a desync happened, this says who."""
-    host = job.rank_hosts.get(rank)
-    return [(summary, [rank], [host] if host else [], events, [rank])]
-
-
-def _ran_ahead(job: JobModel) -> list[Mismatch]:
-    """Every rank printed its step; one went past the step where all the others stopped, waiting."""
-    odd = step_outlier(job)
-    if odd is None or not odd.ahead:
-        return []
-    return _one(job, odd.rank, f"rank {odd.rank} ran ahead of the others: {odd.reason}", odd.events)
-
-
-def _uneven(job: JobModel) -> list[Mismatch]:
-    """Every rank printed its step out of its epoch's length; one rank's epoch had another length."""
-    odd = uneven_epoch(job)
-    if odd is None:
-        return []
-    return _one(job, odd.rank, f"rank {odd.rank} had uneven inputs: {odd.reason}", odd.events)
-
-
-def _warned(job: JobModel) -> list[Mismatch]:
-    """The one rank whose own warning, no other rank's, came right before the desync (evidence.oddwarn)."""
-    odd = odd_warning(job)
-    if odd is None:
-        return []
-    text = str(odd.event.get("msg") or odd.event.text)[:160]
-    when = "right before" if odd.recent else "before the desync"
-    return _one(job, odd.rank, f"rank {odd.rank} alone warned, {when}: \"{text}\"; it likely ran a collective "
-                "of another size or skipped one the others made", [odd.event])
-
-
-def _ring(job: JobModel) -> list[Mismatch]:
-    """gloo's ring puts the deviation between the aborted rank and the neighbour it receives from; of the two, the
-    one that logged something of its own just before (evidence.ring)."""
-    dev = ring_deviation(job)
-    if dev is None:
-        return []
-    torn, _ = mismatch_reports(job)
-    text = str(dev.event.get("msg") or dev.event.text)[:160]
-    pair = f"rank {dev.aborted} and rank {dev.neighbour}" if dev.neighbour != dev.aborted else f"rank {dev.aborted}"
-    return _one(job, dev.rank, f"gloo aborted rank {dev.aborted} on data of another size than its collective expected "
-                f"(\"{TRANSPORT_MISMATCH.search(torn[0].text).group(0)}\"): gloo's ring receives from one neighbour, "
-                f"so the ranks that disagreed are {pair}, and rank {dev.rank} alone of them logged, just before: "
-                f"\"{text}\"; it likely ran a collective of another size or skipped one", [dev.event, torn[0]])
-
-
-def _left_behind(job: JobModel) -> list[Mismatch]:
-    """gloo aborted one rank of three or more, and every other rank wrote one more line of the job's own than it
-    did (evidence.behind): they went on past the point where it stopped, so the collective it died in completed
-    for them (a broadcast's other receivers, or a later collective it was not in); they agree, it is the odd one."""
-    a, world = lone_abort(job), job.ranks_expected
-    odd = stopped_short(job) if a is not None and world is not None and world >= 3 else None
-    if odd is None or odd.rank != a:
-        return []
-    torn, _ = mismatch_reports(job)
-    return _one(job, a, f"gloo aborted rank {a} on data of another size than its collective expected "
-                f"(\"{TRANSPORT_MISMATCH.search(torn[0].text).group(0)}\"), and every other rank went on past the "
-                f"point where it stopped (its last line \"{odd.last[:100]}\", theirs \"{odd.others[:100]}\"): they "
-                f"agreed with each other; rank {a} ran a collective of another size or kind", [*odd.events, torn[0]])
-
-
-def _short(job: JobModel) -> list[Mismatch]:
-    """The aborted receiver of an all_gather or broadcast, whose own tensor was the smaller (evidence.ring)."""
-    odd = short_receiver(job)
-    if odd is None:
-        return []
-    torn, _ = mismatch_reports(job)
-    why = (f"the root's data was what every other receiver posted, so rank {odd.rank}'s buffer was short" if odd.alone
-           else "the likelier reading is that its own tensor was the smaller (a short last batch, a shard run out, "
-           "padding to its own longest instead of the global); else the peer it received from sent a larger one")
-    return _one(job, odd.rank, f"gloo aborted rank {odd.rank} in {odd.op}, which sizes each rank's receive buffers by "
-                f"its own tensor: it posted {odd.posted} bytes and was sent {odd.sent}; {why}", torn[:1])
-
-
-def _all_waited_after_a_lone_warning(job: JobModel) -> list[Mismatch]:
-    """Every rank of the job timed out in one group (none missing, none elsewhere), and one
-    rank alone had warned of something right before (evidence.oddwarn): nobody hung outside the collective, so
-    the ranks passed it different sizes or calls (gloo's reduce_scatter of unequal chunks waits, it does not
-    abort); the lone warning is the likely deviation. Medium confidence."""
-    groups = facts.timeouts_by_pg(job)
-    world = job.ranks_expected
-    if len(groups) != 1 or world is None or world < 3:
-        return []
-    pt = next(iter(groups.values()))
-    odd = odd_warning(job) if pt.ranks == list(range(world)) else None
-    if odd is None:
-        return []
-    text = str(odd.event.get("msg") or odd.event.text)[:160]
-    return _one(job, odd.rank, f"all {world} ranks timed out in {facts.waited_in(pt)}, none missing, and rank "
-                f"{odd.rank} alone warned right before: \"{text}\"; it likely passed the collective another size or "
-                "skipped one the others made", [odd.event, *pt.lead_events()[:2]])
-
-
-def _set_otherwise(job: JobModel) -> list[Mismatch]:
-    """The one rank whose start-up setting differs from every other rank's (evidence.oddsetting)."""
-    odd = odd_setting(job)
-    if odd is None:
-        return []
-    return _one(job, odd.rank, f"rank {odd.rank} alone started with {odd.said()}: it was built or configured "
-                "otherwise, and likely ran a collective of another size or skipped one the others made",
-                [odd.event, odd.usual])
-
-
-def _odd_site(job: JobModel) -> list[Mismatch]:
-    """Every rank that says where it waited gave up at one line of its script; one at another."""
-    odd = odd_call_site(job)
-    if odd is None:
-        return []
-    return _one(job, odd.rank, f"rank {odd.rank} timed out waiting at {odd.site} while {name_ranks(odd.majority)} "
-                f"gave up at {odd.others}: it was in another collective than the others (a rank-dependent code "
-                "path, or another number of elements or calls)", odd.events)

@@ -1,0 +1,149 @@
+"""What singles out the rank that deviated when the ranks' own lines only say a desync happened (DSY1's medium-
+confidence readings, strongest first as DSY1 tries them): a rank that said it skipped a collective, one whose step ran
+ahead or that waited at another line of the script, gloo's ring neighbour that logged its deviation, gloo's lone
+aborted rank the others left behind, an uneven epoch, a lone warning or setting, an all_gather's short receiver, and
+last every rank waiting after one lone warning. Each names one rank with its own words as evidence; DSY1 says the
+others only tell that a desync happened."""
+
+from __future__ import annotations
+
+from ..model import JobModel
+from . import facts
+from .behind import stopped_short
+from .callsites import odd_call_site
+from .facts import name_ranks
+from .oddsetting import odd_setting
+from .oddwarn import odd_warning, skipped_collective
+from .ring import ring_deviation, short_receiver
+from .statements import TRANSPORT_MISMATCH, lone_abort, mismatch_reports
+from .steps import step_outlier, uneven_epoch
+
+#: (summary, the ranks at odds with the others, their hosts, evidence, the ranks to blame: the odd
+#: ones against a clear majority, none when nothing says which side deviated)
+Mismatch = tuple[str, list, list, list, list]
+
+
+def one_rank(job: JobModel, rank: int, summary: str, events: list) -> list[Mismatch]:
+    """A hint that names one rank (and its host): the others say a desync happened, this says who."""
+    host = job.rank_hosts.get(rank)
+    return [(summary, [rank], [host] if host else [], events, [rank])]
+
+
+def ran_ahead(job: JobModel) -> list[Mismatch]:
+    """Every rank printed its step; one went past the step where all the others stopped, waiting."""
+    odd = step_outlier(job)
+    if odd is None or not odd.ahead:
+        return []
+    return one_rank(job, odd.rank, f"rank {odd.rank} ran ahead of the others: {odd.reason}", odd.events)
+
+
+def uneven(job: JobModel) -> list[Mismatch]:
+    """Every rank printed its step out of its epoch's length; one rank's epoch had another length."""
+    odd = uneven_epoch(job)
+    if odd is None:
+        return []
+    return one_rank(job, odd.rank, f"rank {odd.rank} had uneven inputs: {odd.reason}", odd.events)
+
+
+def warned(job: JobModel) -> list[Mismatch]:
+    """The one rank whose own warning, no other rank's, came right before the desync (evidence.oddwarn)."""
+    odd = odd_warning(job)
+    if odd is None:
+        return []
+    text = str(odd.event.get("msg") or odd.event.text)[:160]
+    when = "right before" if odd.recent else "before the desync"
+    return one_rank(job, odd.rank, f"rank {odd.rank} alone warned, {when}: \"{text}\"; it likely ran a collective "
+                "of another size or skipped one the others made", [odd.event])
+
+
+def skipped(job: JobModel) -> list[Mismatch]:
+    """The one rank that said it skipped a collective (evidence.oddwarn): whatever came after is that skip's."""
+    odd = skipped_collective(job)
+    if odd is None:
+        return []
+    text = str(odd.event.get("msg") or odd.event.text)[:160]
+    return one_rank(job, odd.rank, f"rank {odd.rank} alone said it skipped a collective: \"{text}\"; from then on its "
+                "collectives were out of step with its peers', and the mismatch the job ended in is that skip's",
+                [odd.event])
+
+
+def ring(job: JobModel) -> list[Mismatch]:
+    """gloo's ring puts the deviation between the aborted rank and the neighbour it receives from; of the two, the
+    one that logged something of its own just before (evidence.ring)."""
+    dev = ring_deviation(job)
+    if dev is None:
+        return []
+    torn, _ = mismatch_reports(job)
+    text = str(dev.event.get("msg") or dev.event.text)[:160]
+    pair = f"rank {dev.aborted} and rank {dev.neighbour}" if dev.neighbour != dev.aborted else f"rank {dev.aborted}"
+    return one_rank(job, dev.rank, f"gloo aborted rank {dev.aborted} on data of another size than its collective expected "
+                f"(\"{TRANSPORT_MISMATCH.search(torn[0].text).group(0)}\"): gloo's ring receives from one neighbour, "
+                f"so the ranks that disagreed are {pair}, and rank {dev.rank} alone of them logged, just before: "
+                f"\"{text}\"; it likely ran a collective of another size or skipped one", [dev.event, torn[0]])
+
+
+def left_behind(job: JobModel) -> list[Mismatch]:
+    """gloo aborted one rank of three or more, and every other rank wrote one more line of the job's own than it
+    did (evidence.behind): they went on past the point where it stopped, so the collective it died in completed
+    for them (a broadcast's other receivers, or a later collective it was not in); they agree, it is the odd one."""
+    a, world = lone_abort(job), job.ranks_expected
+    odd = stopped_short(job) if a is not None and world is not None and world >= 3 else None
+    if odd is None or odd.rank != a:
+        return []
+    torn, _ = mismatch_reports(job)
+    return one_rank(job, a, f"gloo aborted rank {a} on data of another size than its collective expected "
+                f"(\"{TRANSPORT_MISMATCH.search(torn[0].text).group(0)}\"), and every other rank went on past the "
+                f"point where it stopped (its last line \"{odd.last[:100]}\", theirs \"{odd.others[:100]}\"): they "
+                f"agreed with each other; rank {a} ran a collective of another size or kind", [*odd.events, torn[0]])
+
+
+def short(job: JobModel) -> list[Mismatch]:
+    """The aborted receiver of an all_gather or broadcast, whose own tensor was the smaller (evidence.ring)."""
+    odd = short_receiver(job)
+    if odd is None:
+        return []
+    torn, _ = mismatch_reports(job)
+    why = (f"the root's data was what every other receiver posted, so rank {odd.rank}'s buffer was short" if odd.alone
+           else "the likelier reading is that its own tensor was the smaller (a short last batch, a shard run out, "
+           "padding to its own longest instead of the global); else the peer it received from sent a larger one")
+    return one_rank(job, odd.rank, f"gloo aborted rank {odd.rank} in {odd.op}, which sizes each rank's receive buffers by "
+                f"its own tensor: it posted {odd.posted} bytes and was sent {odd.sent}; {why}", torn[:1])
+
+
+def all_waited_after_a_lone_warning(job: JobModel) -> list[Mismatch]:
+    """Every rank of the job timed out in one group (none missing, none elsewhere), and one
+    rank alone had warned of something right before (evidence.oddwarn): nobody hung outside the collective, so
+    the ranks passed it different sizes or calls (gloo's reduce_scatter of unequal chunks waits, it does not
+    abort); the lone warning is the likely deviation. Medium confidence."""
+    groups = facts.timeouts_by_pg(job)
+    world = job.ranks_expected
+    if len(groups) != 1 or world is None or world < 3:
+        return []
+    pt = next(iter(groups.values()))
+    odd = odd_warning(job) if pt.ranks == list(range(world)) else None
+    if odd is None:
+        return []
+    text = str(odd.event.get("msg") or odd.event.text)[:160]
+    return one_rank(job, odd.rank, f"all {world} ranks timed out in {facts.waited_in(pt)}, none missing, and rank "
+                f"{odd.rank} alone warned right before: \"{text}\"; it likely passed the collective another size or "
+                "skipped one the others made", [odd.event, *pt.lead_events()[:2]])
+
+
+def set_otherwise(job: JobModel) -> list[Mismatch]:
+    """The one rank whose start-up setting differs from every other rank's (evidence.oddsetting)."""
+    odd = odd_setting(job)
+    if odd is None:
+        return []
+    return one_rank(job, odd.rank, f"rank {odd.rank} alone started with {odd.said()}: it was built or configured "
+                "otherwise, and likely ran a collective of another size or skipped one the others made",
+                [odd.event, odd.usual])
+
+
+def odd_site(job: JobModel) -> list[Mismatch]:
+    """Every rank that says where it waited gave up at one line of its script; one at another."""
+    odd = odd_call_site(job)
+    if odd is None:
+        return []
+    return one_rank(job, odd.rank, f"rank {odd.rank} timed out waiting at {odd.site} while {name_ranks(odd.majority)} "
+                f"gave up at {odd.others}: it was in another collective than the others (a rank-dependent code "
+                "path, or another number of elements or calls)", odd.events)
