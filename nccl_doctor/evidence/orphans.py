@@ -130,6 +130,9 @@ def pair_loose_traceback(job: JobModel, out: list[Failure], echo_ranks: set[int]
             # rank that was. A rank that had already timed out or lost a peer aborted while tearing
             # down: an echo.
             died = _died_of(job, file, signum)
+            if died is None and len(dead := _all_died_of(job, file, signum)) > 1 and dead <= echo_ranks:
+                drop.add(id(f))  # every rank the table says died of it had lost a peer first: their teardowns
+                continue
             if died is None and not exits:
                 died = _only_quiet_rank(job, file, echo_ranks)
             if died is not None:
@@ -244,9 +247,14 @@ def _dump_signal(f: Failure) -> int | None:
 
 def _died_of(job: JobModel, file: str, signum: int) -> int | None:
     """The one rank that ``file``'s launcher table reports dead of signal ``signum``."""
-    ranks = {int_in(e.get("rank")) for e in job.by_kind("elastic_cfe")
-             if e.file == file and int_in(e.get("exitcode")) in (-signum, 128 + signum)} - {None}
+    ranks = _all_died_of(job, file, signum)
     return ranks.pop() if len(ranks) == 1 else None
+
+
+def _all_died_of(job: JobModel, file: str, signum: int) -> set[int]:
+    """The ranks that ``file``'s launcher table reports dead of signal ``signum``."""
+    return {int_in(e.get("rank")) for e in job.by_kind("elastic_cfe")
+            if e.file == file and int_in(e.get("exitcode")) in (-signum, 128 + signum)} - {None}
 
 
 def _only_unspoken_rank(job: JobModel, file: str) -> int | None:
