@@ -155,9 +155,6 @@ KNOWN_WRONG = {
                                   "left no output at all, so only rank 2's lines and its recv timeout remain; the "
                                   "verdict names the three silent ranks, whose silence is parallel's doing, not the "
                                   "fault's (labelled no culprit)",
-    "t150_kill_r1_w3_tagseq": "parallel --tagstring {#} tags rank r as r+1, so the tag names no rank; rank 1 "
-                              "(tag 2) was SIGKILLed and printed nothing more: only its tag's lines stopping tell "
-                              "it, and a tag is only stripped, never taken for a writer",
     "t173_hang_r0_w3_spawn_celltimeout_split": "papermill's cell timeout (30 s, before the 60 s process-group "
                                                "timeout) interrupted the notebook's kernel inside mp.spawn's join and "
                                                "the ranks were killed silently; only the training cell's step lines "

@@ -237,7 +237,13 @@ def quiet_odd_ones(job: JobModel) -> tuple[list[Ending], str]:
         # alive then, and a rank with no line at all may just not print: only a rank whose own
         # lines stop with no error, and no failed exit, left -- or one that its node's launcher
         # table leaves out (it had exited with status 0 before the others failed).
+        absent = [e for e in quiet if e.how == "none" and e.state is None and not e.left]
         quiet = [e for e in quiet if e.how == "none" and (e.state is not None or e.left)]
+        if not quiet and len(absent) == 1 and all(e.how == "echo" and e.peer_gone for e in waited) \
+                and len(waited) == len(ends) - 1:
+            # every other rank of the world says it lost a peer, each in its own lines: the one rank with no line at
+            # all is the peer they lost (alive, it would have lost them too and said so)
+            quiet = absent
     if not waited or not quiet or (len(quiet) > max(1, len(ends) // ODD_SHARE)
                                    and not _one_node(job, quiet, waited)):
         return [], ""

@@ -186,7 +186,8 @@ def _file_hosts(job: JobModel) -> dict[str, str]:
         if e.host and (e.kind.startswith("nccl_") or e.pid is not None):
             said[e.file].add(e.host)
         elif e.kind == "elastic_cfe" and e.get("host"):
-            said[e.file].add(str(e.get("host")).split(".", 1)[0])
+            host = str(e.get("host"))
+            said[e.file].add(host if host in job.hosts else host.split(".", 1)[0])
     for r in job.ranks:
         if r.host:
             for f in r.files:

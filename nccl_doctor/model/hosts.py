@@ -36,7 +36,8 @@ def name_hosts(ranks: list[RankState], events: list[Event], world: int | None = 
     seen_hosts = {r.host for r in ranks if r.host} | nccl_hosts
     short = {h.split(".", 1)[0] for h in seen_hosts}
     # torchrun's table names the agent's FQDN, NCCL cuts at the first dot: one host, one name
-    table_hosts = {r: (h.split(".", 1)[0] if h.split(".", 1)[0] in short else h)
+    # (unless the processes name it in full themselves: socket.gethostname() gives the FQDN on such nodes)
+    table_hosts = {r: (h.split(".", 1)[0] if h not in seen_hosts and h.split(".", 1)[0] in short else h)
                    for r, hs in rows.items() if len(hs) == 1 for h in hs}
     if len(seen_hosts) == 1:
         # An agent whose own name resolves to the loopback calls its node "localhost" (getfqdn): the
