@@ -139,7 +139,7 @@ def brief(text: str, limit: int = 160) -> str:
     if len(text) <= limit:
         return text
     cut = text.rfind(". ", 40, limit)
-    return text[: cut + 1] if cut > 0 else text[: limit - 3].rstrip() + "..."
+    return text[: cut + 1] if cut > 0 else text[: limit - 1].rstrip() + "…"  # (not "...": a sentence's period is stripped after)
 
 
 def record_text(ev: Event) -> str:
