@@ -51,6 +51,8 @@ def step_outlier(job: JobModel) -> StepOutlier | None:
         if len(steps) < 2:
             return None  # every rank must print its steps, or nothing can be compared
         last[rank] = max(steps, key=by_place)
+    if len({e.get("epoch") is None for e in last.values()}) > 1:
+        return None  # "step 20: train loss (all ranks)" beside "epoch 1 step 20 loss": two counts, not one
     counts = Counter(progress_key(e) for e in last.values())
     if len(counts) != 2:
         return None
