@@ -76,13 +76,15 @@ def endings(job: JobModel) -> dict[int, Ending]:
     exits = {int_in(e.get("rank")) for e in job.by_kind("elastic_cfe")
              if int_in(e.get("exitcode")) not in (None, 0, -15, 143) and "TERM" not in str(e.get("sig") or "")
              and int_in(e.get("rank")) not in killed}
-    waits_ended = _waits_ended(job)
+    # by when another rank's wait had ended: the earliest, or for that rank itself the next (not a min per rank: W x W)
+    ends_first = sorted(_waits_ended(job).items(), key=lambda rt: rt[1])[:2]
     out: dict[int, Ending] = {}
     for rank in world:
         st = known.get(rank)
         own = [e for e in st.events if (e.kind in _OWN or _logged_echo(e)) and not harmless(job, e)
                and not handled(job, e)] if st is not None else []  # (what a handler dealt with, retried)
-        own = _without_late_store_losses(own, min((t for r, t in waits_ended.items() if r != rank), default=None))
+        other_ended = next((t for r, t in ends_first if r != rank), None)
+        own = _without_late_store_losses(own, other_ended)
         # what it raised because it was stopped (the launcher's SIGTERM, an interrupt) is no ending of its own
         ended_by_stop = [_terminated(job, e) for e in own]
         stopped_here = rank in killed or any(ended_by_stop)

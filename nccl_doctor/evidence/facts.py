@@ -182,12 +182,13 @@ def _file_hosts(job: JobModel) -> dict[str, str]:
     after its host (``gpu-node-07.log``) when the job names that host or a sibling file's name has
     the same shape and is a host the job names (``a3-node-011.log`` beside ``a3-node-012.log``)."""
     said: dict[str, set[str]] = defaultdict(set)
+    full_names = set(job.hosts)
     for e in job.events:
         if e.host and (e.kind.startswith("nccl_") or e.pid is not None):
             said[e.file].add(e.host)
         elif e.kind == "elastic_cfe" and e.get("host"):
             host = str(e.get("host"))
-            said[e.file].add(host if host in job.hosts else host.split(".", 1)[0])
+            said[e.file].add(host if host in full_names else host.split(".", 1)[0])
     for r in job.ranks:
         if r.host:
             for f in r.files:
