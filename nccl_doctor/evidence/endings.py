@@ -34,12 +34,13 @@ from .causes import (
     worker_exit_code,
 )
 from .exits import fail_ranks, forced_kills, state_for_pid, table_rank
-from .facts import _per_job, dated_after, file_host, fmt_ranks, global_rank, int_in, plural, record_text
+from .facts import _per_job, file_host, fmt_ranks, global_rank, int_in, plural, record_text
 from .failures import failures
 from .recovery import clean_restart
 from .rendezvous import node_name
 from .sites import script_site
 from .statements import aborted_in_tables, mismatch_reports
+from .storeloss import waits_ended, without_late_store_losses
 from .teardown import harmless
 from .timeouts import P2P_CALLS, c10d_call, timed_out_states, timeouts_by_pg
 from .tracebacks import chain_root, handled
@@ -77,14 +78,14 @@ def endings(job: JobModel) -> dict[int, Ending]:
              if int_in(e.get("exitcode")) not in (None, 0, -15, 143) and "TERM" not in str(e.get("sig") or "")
              and int_in(e.get("rank")) not in killed}
     # by when another rank's wait had ended: the earliest, or for that rank itself the next (not a min per rank: W x W)
-    ends_first = sorted(_waits_ended(job).items(), key=lambda rt: rt[1])[:2]
+    ends_first = sorted(waits_ended(job).items(), key=lambda rt: rt[1])[:2]
     out: dict[int, Ending] = {}
     for rank in world:
         st = known.get(rank)
         own = [e for e in st.events if (e.kind in _OWN or _logged_echo(e)) and not harmless(job, e)
                and not handled(job, e)] if st is not None else []  # (what a handler dealt with, retried)
         other_ended = next((t for r, t in ends_first if r != rank), None)
-        own = _without_late_store_losses(own, other_ended)
+        own = without_late_store_losses(own, other_ended)
         # what it raised because it was stopped (the launcher's SIGTERM, an interrupt) is no ending of its own
         ended_by_stop = [_terminated(job, e) for e in own]
         stopped_here = rank in killed or any(ended_by_stop)
@@ -110,45 +111,6 @@ def endings(job: JobModel) -> dict[int, Ending]:
         out[rank] = Ending(rank, st, how, own[:2] + killed.get(rank, [])[:1] + (left[rank][:2] if gone_early else []),
                            gone, gone_early)
     return out
-
-
-def _waits_ended(job: JobModel) -> dict[int, float]:
-    """rank -> by when its collective timeout had ended (the line's time, else the next dated line's in its file)."""
-    out: dict[int, float] = {}
-    for pt in timeouts_by_pg(job).values():
-        for r in pt.reports:
-            for e in r.events:
-                t = e.ts if e.ts is not None else dated_after(job, e)
-                if r.rank is not None and t is not None:
-                    out[r.rank] = min(out.get(r.rank, t), t)
-    return out
-
-
-def _without_late_store_losses(own: list[Event], ended: float | None) -> list[Event]:
-    """A rank's own errors without its losses of the store (TCPStore: "got 0 bytes", "Broken pipe") dated after
-    another rank's collective timeout had ended: that rank's exit took its node's agent and the store with it, and
-    the losses say only that the job was coming apart (an undated one right below a late one is late too)."""
-    if ended is None or not own:
-        return own
-    kept, late_in = [], set()
-    for e in own:
-        text = record_text(e)
-        # (torchrun's agent's own exception below its store losses, in a console it shares with the rank: its
-        # rendezvous lost the store too)
-        agents = str(e.get("exc_type") or text).startswith(_AGENT_EXCEPTION) and e.ts is None and e.file in late_in
-        lost = agents or ((e.kind == "torch_store_timeout" or (e.kind == "python_exception" and _STORE.search(text)))
-                          and _PEER_GONE.search(text) is not None)
-        if lost and ((e.ts is not None and e.ts >= ended) or (e.ts is None and e.file in late_in)):
-            late_in.add(e.file)
-            continue
-        kept.append(e)
-    return kept
-
-
-#: Exceptions only torchrun's agent raises (its rendezvous, its signal handler, its failure report).
-_AGENT_EXCEPTION = "torch.distributed.elastic."
-#: An exception the store's client raised (not gloo's lost peer in a collective).
-_STORE = re.compile(r"TCPStore|DistNetworkError|DistStoreError|recvValue|sendBytes|recvBytes")
 
 
 #: A process's own words that a SIGTERM or SIGINT ended it: a handler's ``SystemExit(128 + signum)``,
