@@ -22,7 +22,7 @@ import re
 
 from .eventcap import _COUNTER
 from .events import Event
-from .formats import _MAX_INT_DIGITS, PROGRESS_KINDS, error_record, field_dict
+from .formats import _MAX_INT_DIGITS, field_dict, progress_in_error
 from .jsonlog import RECORD_LAUNCHERS
 from .launchers import LauncherStripper
 from .records import _GLUE, _NCCL_AT_START, BLOCK_LITERALS
@@ -331,7 +331,7 @@ class FastScanner(Scanner):
                 continue
             start = head[0] if head is not None else 0
             m = pat.regex.search(text[start:] if start else text)
-            if m is None or (pat.kind in PROGRESS_KINDS and error_record(text)):
+            if m is None or progress_in_error(pat.kind, text):
                 continue
             return idx, head is not None, tuple((gname, is_int, *m.span(g)) for gname, is_int, g in self._groups[idx]
                                                 if m.start(g) >= 0)
@@ -384,7 +384,7 @@ class FastScanner(Scanner):
             if headless and fs._plans[idx].prefix_required:
                 continue
             m = fs.patterns[idx].regex.search(rest)
-            if m is not None and not (fs.patterns[idx].kind in PROGRESS_KINDS and error_record(rest)):
+            if m is not None and not progress_in_error(fs.patterns[idx].kind, rest):
                 return idx, m
         return None, None
 

@@ -83,12 +83,14 @@ def _to_int(text: str) -> int | None:
 #: A logging record at error level (a few columns of time, host or logger name first): whatever step it names, it
 #: is no progress line.
 _ERROR_RECORD = re.compile(r"(?:[^\s\[]{1,30} {1,8}){0,3}\[?(?:ERROR|CRITICAL|FATAL)\]?(?:[ :|]|$)")
-PROGRESS_KINDS = frozenset(("train_step", "train_epoch"))
+_PROGRESS_KINDS = frozenset(("train_step", "train_epoch"))
 
 
-def error_record(record: str) -> bool:
-    """A logging record at error level, which no progress pattern takes."""
-    return ("ERROR" in record or "CRITICAL" in record or "FATAL" in record) and _ERROR_RECORD.match(record) is not None
+def progress_in_error(kind: str, record: str) -> bool:
+    """A progress pattern's match in a logging record at error level ("ERROR trainer: non-finite loss at epoch 0 step
+    19; aborting"): a failure, not progress, so the pattern does not take it (every matcher asks this)."""
+    return kind in _PROGRESS_KINDS and ("ERROR" in record or "CRITICAL" in record or "FATAL" in record) \
+        and _ERROR_RECORD.match(record) is not None
 _HEX = re.compile(r"0x[0-9a-fA-F]+")
 _DIGITS = re.compile(r"\d+")
 
@@ -286,8 +288,8 @@ class FormatSet:
             m = pat.regex.search(record[start:] if start else record)
             if m is None:
                 continue
-            if pat.kind in PROGRESS_KINDS and error_record(record):
-                continue  # "ERROR trainer: non-finite loss at epoch 0 step 19; aborting": a failure, not progress
+            if progress_in_error(pat.kind, record):
+                continue
             return pat.kind, plan.fields(self._head_fields(plan.ints, hnames, hvalues) if hnames else None, m)
         return None
 

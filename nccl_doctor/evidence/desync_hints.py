@@ -7,6 +7,7 @@ others only tell that a desync happened."""
 
 from __future__ import annotations
 
+from ..events import Event
 from ..model import JobModel
 from . import facts
 from .behind import stopped_short
@@ -21,6 +22,11 @@ from .steps import step_outlier, uneven_epoch
 #: (summary, the ranks at odds with the others, their hosts, evidence, the ranks to blame: the odd
 #: ones against a clear majority, none when nothing says which side deviated)
 Mismatch = tuple[str, list, list, list, list]
+
+
+def _quoted(ev: Event) -> str:
+    """What a rank's own line said, as a hint quotes it."""
+    return str(ev.get("msg") or ev.text)[:160]
 
 
 def one_rank(job: JobModel, rank: int, summary: str, events: list) -> list[Mismatch]:
@@ -50,7 +56,7 @@ def warned(job: JobModel) -> list[Mismatch]:
     odd = odd_warning(job)
     if odd is None:
         return []
-    text = str(odd.event.get("msg") or odd.event.text)[:160]
+    text = _quoted(odd.event)
     when = "right before" if odd.recent else "before the desync"
     return one_rank(job, odd.rank, f"rank {odd.rank} alone warned, {when}: \"{text}\"; it likely ran a collective "
                 "of another size or skipped one the others made", [odd.event])
@@ -61,7 +67,7 @@ def skipped(job: JobModel) -> list[Mismatch]:
     odd = skipped_collective(job)
     if odd is None:
         return []
-    text = str(odd.event.get("msg") or odd.event.text)[:160]
+    text = _quoted(odd.event)
     return one_rank(job, odd.rank, f"rank {odd.rank} alone said it skipped a collective: \"{text}\"; from then on its "
                 "collectives were out of step with its peers', and the mismatch the job ended in is that skip's",
                 [odd.event])
@@ -74,7 +80,7 @@ def ring(job: JobModel) -> list[Mismatch]:
     if dev is None:
         return []
     torn, _ = mismatch_reports(job)
-    text = str(dev.event.get("msg") or dev.event.text)[:160]
+    text = _quoted(dev.event)
     pair = f"rank {dev.aborted} and rank {dev.neighbour}" if dev.neighbour != dev.aborted else f"rank {dev.aborted}"
     return one_rank(job, dev.rank, f"gloo aborted rank {dev.aborted} on data of another size than its collective expected "
                 f"(\"{TRANSPORT_MISMATCH.search(torn[0].text).group(0)}\"): gloo's ring receives from one neighbour, "
@@ -123,7 +129,7 @@ def all_waited_after_a_lone_warning(job: JobModel) -> list[Mismatch]:
     odd = odd_warning(job) if pt.ranks == list(range(world)) else None
     if odd is None:
         return []
-    text = str(odd.event.get("msg") or odd.event.text)[:160]
+    text = _quoted(odd.event)
     return one_rank(job, odd.rank, f"all {world} ranks timed out in {facts.waited_in(pt)}, none missing, and rank "
                 f"{odd.rank} alone warned right before: \"{text}\"; it likely passed the collective another size or "
                 "skipped one the others made", [odd.event, *pt.lead_events()[:2]])

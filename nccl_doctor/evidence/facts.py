@@ -232,6 +232,11 @@ def dated_after(job: JobModel, ev: Event) -> float | None:
     return found[1][i] if i < len(found[0]) else None
 
 
+def known_by(job: JobModel, ev: Event) -> float | None:
+    """By when ``ev`` had happened: its own time, else the first dated line's after it in its file."""
+    return ev.ts if ev.ts is not None else dated_after(job, ev)
+
+
 #: What differs between one message as several ranks or processes print it: addresses, counts, their own rank.
 VARYING = re.compile(r"0x[0-9a-f]+|\d+")
 

@@ -46,6 +46,7 @@ from .facts import (
     global_rank,
     host_of,
     int_in,
+    known_by,
     line_key,
     owner,
     writer,
@@ -94,7 +95,7 @@ def _signalled_agents(job: JobModel, found: list[Failure]) -> list[Failure]:
     # stop (a job script's `timeout`, a scheduler's limit) ended the hang, not caused it.
     # (an untimed timeout by the first dated line after it: it happened by then)
     waited = [t for pt in timeouts_by_pg(job).values() for r in pt.reports for e in r.events[:1]
-              if (t := e.ts if e.ts is not None else dated_after(job, e)) is not None]
+              if (t := known_by(job, e)) is not None]
     for where, evs in hit.items():
         if waited and evs[0].ts is not None and evs[0].ts > min(waited):
             continue

@@ -10,7 +10,7 @@ import re
 from ..events import Event
 from ..model import JobModel
 from .causes import _PEER_GONE
-from .facts import dated_after, record_text
+from .facts import known_by, record_text
 from .timeouts import timeouts_by_pg
 
 
@@ -20,7 +20,7 @@ def waits_ended(job: JobModel) -> dict[int, float]:
     for pt in timeouts_by_pg(job).values():
         for r in pt.reports:
             for e in r.events:
-                t = e.ts if e.ts is not None else dated_after(job, e)
+                t = known_by(job, e)
                 if r.rank is not None and t is not None:
                     out[r.rank] = min(out.get(r.rank, t), t)
     return out

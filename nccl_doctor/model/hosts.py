@@ -3,13 +3,14 @@ NCCL's line prefixes and torchrun's failure tables, one name per node."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import TYPE_CHECKING
 
 from ..events import Event
 from .links import expand_tasks
 
 if TYPE_CHECKING:
+    from .identity import Proc
     from .job import RankState
 
 #: Names an agent whose own host name resolves to the loopback gives its node (getfqdn).
@@ -70,3 +71,39 @@ def as_written(hosts: list[str]) -> dict[str, str]:
             full[h.split(".", 1)[0]].add(h)
     plain = {h for h in hosts if "." not in h}
     return {s: next(iter(fs)) for s, fs in full.items() if len(fs) == 1 and s not in plain}
+
+
+def labels_that_are_no_host(procs: list[Proc]) -> None:
+    """A host label that processes share while they themselves name different nodes ("world size 4, rank 1,
+    host dgx-a07" under a compose service's "trainer-1  | ", the same on every node): each process is on the node
+    it names. Only nodes two processes name (one line glued to another can name "vmR1"). A start-up line that names
+    the writer's host with its pid and local rank ("host vm pid 11225 local rank 3") is its own word on its node
+    (socket.gethostname()), over whatever label a relay put before it."""
+    said: dict[int, tuple[str, str]] = {}  # process -> (the node it names, as it writes it)
+    sure: set[int] = set()  # processes whose start-up line names host, pid and local rank together
+    for p in procs:
+        own: set[str] = set()
+        with_pid = False
+        for e in p.events:
+            if e.kind in _NAMES_OWN_HOST and e.fields.get("host"):
+                own.add(str(e.fields["host"]))
+                with_pid = with_pid or e.kind == "self_pid"
+        if len({h.split(".", 1)[0] for h in own}) == 1:
+            full = min(own)
+            said[id(p)] = (full.split(".", 1)[0], full)
+            if with_pid:
+                sure.add(id(p))
+    named = Counter(node for node, _ in said.values())
+    nodes: dict[str, set[str]] = defaultdict(set)  # label -> the nodes its processes name
+    for p in procs:
+        node, _ = said.get(id(p), (None, None))
+        if p.host and node and named[node] >= 2 and node != p.host.split(".", 1)[0]:
+            nodes[p.host].add(node)
+    for p in procs:
+        node, full = said.get(id(p), (None, None))
+        if node and ((len(nodes.get(p.host or "", ())) >= 2 and named[node] >= 2) or id(p) in sure):
+            p.host = full
+
+
+#: The kinds of a process's own statement of its host.
+_NAMES_OWN_HOST = frozenset(("rank_world", "self_pid"))

@@ -14,11 +14,12 @@ applies the process keeps no rank: we never guess.
 from __future__ import annotations
 
 import re
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 from ..events import Event, by_place
+from .hosts import labels_that_are_no_host
 from .links import _Union, link_launcher_maps, shared_local_labels
 from .numbered import local_named, numbered_ranks
 from .relays import HOST_BLOCK_KINDS, headed_sources, pssh_blocks, relay_writers, relaying_streams
@@ -284,39 +285,8 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
             p.rank, p.rank_source = next(iter(linked[p.key])), "launcher"
     _single_node_log_folders(procs, world)
     _one_node_labels(procs, world)
-    _labels_that_are_no_host(procs)
+    labels_that_are_no_host(procs)
     return _merge_same_rank(procs)
-
-
-def _labels_that_are_no_host(procs: list[Proc]) -> None:
-    """A host label that processes share while they themselves name different nodes ("world size 4, rank 1,
-    host dgx-a07" under a compose service's "trainer-1  | ", the same on every node): each process is on the node
-    it names. Only nodes two processes name (one line glued to another can name "vmR1"). A start-up line that names
-    the writer's host with its pid and local rank ("host vm pid 11225 local rank 3") is its own word on its node
-    (socket.gethostname()), over whatever label a relay put before it."""
-    said: dict[int, tuple[str, str]] = {}  # process -> (the node it names, as it writes it)
-    sure: set[int] = set()  # processes whose start-up line names host, pid and local rank together
-    for p in procs:
-        own = {str(e.fields["host"]) for e in p.events if e.kind in _NAMES_OWN_HOST and e.fields.get("host")}
-        if len({h.split(".", 1)[0] for h in own}) == 1:
-            full = min(own)
-            said[id(p)] = (full.split(".", 1)[0], full)
-            if any(e.kind == "self_pid" and e.fields.get("host") for e in p.events):
-                sure.add(id(p))
-    named = Counter(node for node, _ in said.values())
-    nodes: dict[str, set[str]] = defaultdict(set)  # label -> the nodes its processes name
-    for p in procs:
-        node, _ = said.get(id(p), (None, None))
-        if p.host and node and named[node] >= 2 and node != p.host.split(".", 1)[0]:
-            nodes[p.host].add(node)
-    for p in procs:
-        node, full = said.get(id(p), (None, None))
-        if node and ((len(nodes.get(p.host or "", ())) >= 2 and named[node] >= 2) or id(p) in sure):
-            p.host = full
-
-
-#: The kinds of a process's own statement of its host.
-_NAMES_OWN_HOST = frozenset(("rank_world", "self_pid"))
 
 
 def _single_node_log_folders(procs: list[Proc], world: int | None) -> None:
