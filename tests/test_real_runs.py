@@ -241,11 +241,6 @@ KNOWN_WRONG = {
                                            "out first by milliseconds, rank 0 loses it: with two ranks in two "
                                            "collectives, only the epoch lengths and rank 1's padding warning tell "
                                            "which one strayed (no rank is named)",
-    "t262_exit1_r1_ip_plain_split": "rank 1 logs 'ERROR train: cannot write to output directory ...; aborting' "
-                                    "(10-1-27-5.out:10, no rank in any record) and exits 1 (10-1-27-5.err:15, "
-                                    "torchrun's root cause rank 1 exitcode 1); rank 0's own traceback is a lost "
-                                    "peer (10-1-27-5.err:1-13): the node's unlabelled stdout lines are all given to "
-                                    "rank 0, whose start-up line came last, so the error is read as rank 0's",
 }
 
 

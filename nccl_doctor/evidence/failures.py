@@ -19,6 +19,7 @@ from collections import defaultdict
 
 from ..events import Event
 from ..model import JobModel
+from ..model.links import stream_console
 from .accused import accused_failures
 from .alike import everyones, mesh_never_formed, without_common_complaints
 from .causes import _PEER_GONE, _REPORTS, CAUSE_KINDS, NETWORK_KINDS, classify
@@ -94,7 +95,11 @@ def _signalled_agents(job: JobModel, found: list[Failure]) -> list[Failure]:
     # A rank that had already waited out its timeout before the signal came: the job had hung by then, and the
     # stop (a job script's `timeout`, a scheduler's limit) ended the hang, not caused it.
     # (an untimed timeout by the first dated line after it: it happened by then)
-    waited = [t for pt in timeouts_by_pg(job).values() for r in pt.reports for e in r.events[:1]
+    # (each of the rank's timeout lines: a --log-dir file may end with it while the console's copy has a
+    # dated line after it)
+    known = job.known_ranks()
+    waited = [t for pt in timeouts_by_pg(job).values() for r in pt.reports
+              for e in [*r.events[:1], *(known[r.rank].timeouts if r.rank in known else ())]
               if (t := known_by(job, e)) is not None]
     for where, evs in hit.items():
         if waited and evs[0].ts is not None and evs[0].ts > min(waited):
@@ -250,8 +255,9 @@ def _handled_failures(job: JobModel, caught_errors: list[Event], out: list[Failu
 @_per_job
 def _reporting_files(job: JobModel) -> set[str]:
     """Files holding torchrun's report of a failed worker: a nobody's "ERROR: ..." line there may be
-    the words of the one worker it reports (pair_loose_traceback pairs them)."""
-    return {e.file for e in job.by_kind("elastic_failed", "elastic_cfe")}
+    the words of the one worker it reports (pair_loose_traceback pairs them). Their consoles: a node's
+    stdout beside the stderr that holds the report."""
+    return {stream_console(e.file) for e in job.by_kind("elastic_failed", "elastic_cfe")}
 
 
 @_per_job
@@ -283,7 +289,7 @@ def failures(job: JobModel) -> list[Failure]:
     said_by: dict[int, Event] = {}  # id(failure) -> the line its ``what`` comes from, when not its first
     for ev in job.by_kind(*CAUSE_KINDS, "torch_store_timeout"):
         st = owner(job, ev)
-        if ev.kind == "log_error" and st is None and ev.rank is None and ev.file not in _reporting_files(job):
+        if ev.kind == "log_error" and st is None and ev.rank is None and stream_console(ev.file) not in _reporting_files(job):
             continue  # an error line of nobody's (a shared console's "ERROR: ..."): no rank's last word
         if ev.kind == "log_error" and (heads_traceback(job, ev) or CARRIES_ON.search(str(ev.get("msg") or ""))):
             continue  # log.exception's message (the exception below it says what it was), or one it went on from
@@ -328,7 +334,9 @@ def failures(job: JobModel) -> list[Failure]:
                 host = node_name(job, ev.file)  # an agent's console of no rank: named after its node
             if host is None and ev.kind == "ds_exit":
                 host = _only_host(job, ev.file)  # a node's launcher log: its ranks' NCCL lines name the node
-            key = ("rank", rank) if rank is not None else ("proc", id(st), ev.host, ev.pid)
+            # (lines no writer claims are one failure per console: another file's are another process's)
+            key = ("rank", rank) if rank is not None else \
+                ("proc", id(st), ev.host, ev.pid, stream_console(ev.file) if st is None else None)
             f = merged.get(key)
             if f is None:
                 merged[key] = Failure(rank=rank, state=rst, host=host, category=cat, what=what, events=[ev])

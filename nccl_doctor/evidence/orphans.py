@@ -11,6 +11,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from ..model import JobModel
+from ..model.links import stream_console
 from .exits import started_rank
 from .facts import first_ts, int_in
 
@@ -115,9 +116,10 @@ def pair_loose_traceback(job: JobModel, out: list[Failure], echo_ranks: set[int]
     ``echo_ranks``: the ranks whose own errors are all echoes (``_echo_only``)."""
     by_file: dict[str, list[Failure]] = defaultdict(list)
     for f in out:
-        by_file[f.events[0].file].append(f)
+        by_file[stream_console(f.events[0].file)].append(f)
     drop: set[int] = set()
-    for file, fs in by_file.items():
+    for fs in by_file.values():
+        file = {g.events[0].file for g in fs}
         loose = [f for f in fs if f.rank is None and f.label is None and not f.exit_only]
         exits = [f for f in fs if f.rank is not None and f.exit_only]
         if len(loose) != 1:
@@ -148,7 +150,11 @@ def pair_loose_traceback(job: JobModel, out: list[Failure], echo_ranks: set[int]
             twin.events = [*twin.events, *f.events]
             drop.add(id(f))
             continue
-        if len(exits) == 1 and len(fs) == 2:
+        if len(exits) == 1 and not _after(f, exits[0]) and (len(fs) == 2 or not _signalled(exits[0]) and all(
+                g.rank in echo_ranks for g in fs if g is not f and g is not exits[0])):
+            # the one failed exit of the console, whose rank said nothing of its own (the others, if
+            # any, only echoes, and that exit a status of its own, not a signal: a node's stdout holding
+            # a logged error no record names, its stderr the launcher's exit 1 and the others' lost peer)
             ex = exits[0]
             f.rank, f.state, f.host = ex.rank, ex.state, f.host or ex.host
             f.events = [*f.events, *ex.events]
@@ -205,6 +211,22 @@ _WORKER_DYING = re.compile(r"^Unexpected [\w -]{1,40} encountered in worker\b")
 _WORKER_DIED = re.compile(r"DataLoader worker \(pids?\b")
 
 
+def _after(f: Failure, ex: Failure) -> bool:
+    """Whether loose failure ``f`` is logged error records all written after the launcher reported
+    the exit ``ex`` (later in the same file, or dated later): a wrapper's words about that exit
+    ("Reporting training FAILURE"), not the dead process's own."""
+    first = ex.events[0]
+    t = first_ts(ex.events)
+    return all(e.kind == "log_error" for e in f.events) and all(e.file == first.file and e.line > first.line
+               or t is not None and e.ts is not None and e.ts > t for e in f.events)
+
+
+def _signalled(ex: Failure) -> bool:
+    """Whether a failed exit was a death by signal (a negative status or one above 128)."""
+    codes = [int_in(e.get("exitcode", e.get("code"))) for e in ex.events]
+    return any(c is not None and (c < 0 or c > 128) for c in codes)
+
+
 def _twin(f: Failure, fs: list[Failure]) -> Failure | None:
     """The one rank's failure among ``fs`` that raised the exception of loose failure ``f`` word for
     word, or None (none, or several: then the words single out nobody). A dying DataLoader worker's
@@ -245,33 +267,33 @@ def _dump_signal(f: Failure) -> int | None:
     return _DUMPED_SIGNALS.get(str(ev.get("detail") or "").strip())
 
 
-def _died_of(job: JobModel, file: str, signum: int) -> int | None:
+def _died_of(job: JobModel, file: set[str], signum: int) -> int | None:
     """The one rank that ``file``'s launcher table reports dead of signal ``signum``."""
     ranks = _all_died_of(job, file, signum)
     return ranks.pop() if len(ranks) == 1 else None
 
 
-def _all_died_of(job: JobModel, file: str, signum: int) -> set[int]:
+def _all_died_of(job: JobModel, file: set[str], signum: int) -> set[int]:
     """The ranks that ``file``'s launcher table reports dead of signal ``signum``."""
     return {int_in(e.get("rank")) for e in job.by_kind("elastic_cfe")
-            if e.file == file and int_in(e.get("exitcode")) in (-signum, 128 + signum)} - {None}
+            if e.file in file and int_in(e.get("exitcode")) in (-signum, 128 + signum)} - {None}
 
 
-def _only_unspoken_rank(job: JobModel, file: str) -> int | None:
+def _only_unspoken_rank(job: JobModel, file: set[str]) -> int | None:
     """The one rank that ``file``'s launcher table lists and that wrote no error line of its own."""
-    listed = {int_in(e.get("rank")) for e in job.by_kind("elastic_cfe") if e.file == file} - {None}
+    listed = {int_in(e.get("rank")) for e in job.by_kind("elastic_cfe") if e.file in file} - {None}
     known = job.known_ranks()
     unspoken = [r for r in listed if r not in known or not (known[r].errors or known[r].timeouts)]
     return unspoken[0] if len(unspoken) == 1 else None
 
 
-def _only_quiet_rank(job: JobModel, file: str, echo_ranks: set[int]) -> int | None:
+def _only_quiet_rank(job: JobModel, file: set[str], echo_ranks: set[int]) -> int | None:
     """For a fatal signal's dump no table ties to a rank: the one rank whose lines ``file`` holds that
     wrote no error and no timeout, when every other rank there lost a peer and none timed out
     (faulthandler's "Fatal Python error: Segmentation fault", written straight to stderr past the
     script's rank tag, is the process that died; its peers saw it go)."""
     known = job.known_ranks()
-    ranks = {r for r, st in known.items() if file in st.files}
+    ranks = {r for r, st in known.items() if not file.isdisjoint(st.files)}
     quiet = [r for r in ranks if not (known[r].errors or known[r].timeouts)]
     others = ranks - set(quiet)
     if len(quiet) != 1 or not others or not others <= echo_ranks or any(known[r].timeouts for r in others):
@@ -284,13 +306,24 @@ def told_twice(out: list[Failure]) -> list[Failure]:
     the same host when its host is known, is that rank's, told twice: merged into it. A rank's own log
     file that names no rank, beside the console where torch's "[rankN]:" hook printed the same
     exception; torchelastic's ``error.json`` of a worker, the same failure as its traceback (the first
-    such rank's: the file is one worker's, whichever of several ranks raising alike it was)."""
+    such rank's: the file is one worker's, whichever of several ranks raising alike it was). A
+    launcher's report of one pid's end ("exitcode  : -9 (pid: 11793)" in a copy of its table that
+    names no rank) is the failure of the one rank whose other reports name that pid."""
     named: dict[str, list[Failure]] = defaultdict(list)
+    by_pid: dict[int, list[Failure]] = defaultdict(list)
     for f in out:
         if f.rank is not None and f.category != "exit":
             named[f.what].append(f)
+        if f.rank is not None:
+            for p in _pids(f):
+                by_pid[p].append(f)
     drop: set[int] = set()
     for f in out:
+        if f.rank is None and f.label is None and len(pids := _pids(f)) == 1 \
+                and len({id(g) for g in by_pid.get(next(iter(pids)), ())}) == 1:
+            by_pid[next(iter(pids))][0].events.extend(f.events)
+            drop.add(id(f))
+            continue
         if f.rank is not None or f.label is not None or f.category == "exit":
             continue
         # (a file of no known host, "logs/dgx-18/rank1.log", may be any host's)
@@ -299,3 +332,12 @@ def told_twice(out: list[Failure]) -> list[Failure]:
             same[0].events.extend(f.events)
             drop.add(id(f))
     return [f for f in out if id(f) not in drop]
+
+
+#: A launcher's reports of a worker's end, which name its pid.
+_PID_REPORTS = frozenset(("elastic_failed", "elastic_cfe", "signal"))
+
+
+def _pids(f: Failure) -> set[int]:
+    """The pids a failure's launcher reports name (torchrun's exit line and table)."""
+    return {p for e in f.events if e.kind in _PID_REPORTS and (p := int_in(e.get("pid"))) is not None}

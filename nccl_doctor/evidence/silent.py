@@ -111,8 +111,10 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
             add(Suspect(rank, None, f"the job has {job.ranks_expected} ranks but no line names rank {rank}",
                         "low", [], confirmed=False))
         else:
-            host = _neighbours_host(known, rank) or (_node_of_the_missing(job) if len(missing) == 1 else None)
+            host = _neighbours_host(known, rank)
             where = f" (probably on the host of its neighbours {rank - 1} and {rank + 1})" if host else ""
+            if host is None and len(missing) == 1 and (host := _node_of_the_missing(job)) is not None:
+                where = f" (probably on {host}, the one node whose console holds no known rank's lines)"
             add(Suspect(rank, None, f"the job has {job.ranks_expected} ranks but rank {rank} wrote no line{where}",
                         "high" if per_rank else "medium", [], host=host,
                         confirmed=per_rank or covered or _launcher_labelled(job) or roster is not None))

@@ -212,6 +212,27 @@ def _link_identity_labels(uf: _Union) -> None:
 _STREAM_EXTS = (".out", ".err")
 
 
+def stream_console(path: str) -> str:
+    """The name one process's or node's stdout and stderr written apart share (``node1.out`` and
+    ``node1.err``: ``node1``); any other file's own path."""
+    stem, ext = os.path.splitext(path)
+    return stem if ext in _STREAM_EXTS else path
+
+
+#: A script's banner stating its rank in words its pattern left in the text ("... rank=1 world_size=4").
+_SELF_RANK = re.compile(r"(?<![\w-])(?:rank|RANK) ?[=:] ?(\d{1,7})(?![\d.])")
+
+
+def stated_rank(ev: Event) -> int | None:
+    """The rank a script's ``rank_world`` banner states of its writer: its pattern's field, else the
+    text's ``rank=N``."""
+    r = ev.fields.get("rank")
+    if isinstance(r, int):
+        return r
+    m = _SELF_RANK.search(ev.text)
+    return int(m.group(1)) if m else None
+
+
 def _named_rank(ev: Event) -> int | None:
     """The global rank a line names: its label's, or a script's "rank 1/3" banner's (before the job
     model has set ``Event.rank`` from it)."""
@@ -222,15 +243,18 @@ def _named_rank(ev: Event) -> int | None:
 def _link_stream_pairs(events: list[Event], uf: _Union) -> None:
     """A file of one process's stderr (``X.err``) whose lines name no rank, beside its stdout (``X.out``)
     whose lines name one rank only: that rank's. Never a console's pair (``job.out`` naming several
-    ranks, or none)."""
+    ranks, or none, or whose scripts' banners state several: "rank=1 ...", "rank=0 ...")."""
     files = {key[1] for key in uf.parent if key[0] == "file"}
     if not any(f.endswith(_STREAM_EXTS) for f in files):
         return  # (most jobs: no X.err whose lines name no writer)
     named: dict[str, set[int]] = defaultdict(set)
+    stated: dict[str, set[int]] = defaultdict(set)  # the ranks its scripts' banners state in words
     for ev in events:
         if ev.file.endswith(_STREAM_EXTS):
             r = _named_rank(ev)
             named[ev.file].add(r) if r is not None else named.setdefault(ev.file, set())
+            if ev.kind == "rank_world" and (r := stated_rank(ev)) is not None:
+                stated[ev.file].add(r)
     by_stem: dict[str, list[str]] = defaultdict(list)
     for f in named:
         by_stem[os.path.splitext(f)[0]].append(f)
@@ -238,7 +262,7 @@ def _link_stream_pairs(events: list[Event], uf: _Union) -> None:
         if len(paths) != 2:
             continue
         (a, ra), (b, rb) = sorted(((f, named[f]) for f in paths), key=lambda x: len(x[1]))
-        if not ra and len(rb) == 1 and ("file", a) in uf.parent:
+        if not ra and len(rb) == 1 and len(stated[a]) < 2 and ("file", a) in uf.parent:
             uf.union(("rank", next(iter(rb))), ("file", a))
 
 
