@@ -22,9 +22,12 @@ _GLUE = re.compile(r"\[rank\d{1,7}\]:\[[IWEF]|(?<![\w.:-])[\w.-]{1,120}:\d{1,10}
 _TS_ONLY = re.compile(r"\s{0,8}\[[\d: .,T-]{10,40}\] ?")
 #: A Python logging record's own prefix (time, level, logger name): a rank tag after it is the
 #: record's ("... - ERROR - __main__ - [RANK 2] ...", Accelerate's logger; loguru's "... | ERROR    |
-#: __main__:train:99 - [rank 1] ..."), not a second record.
+#: __main__:train:99 - [rank 1] ..."; "... - train - ERROR - [RANK 0] ...", the logger's name first), not a
+#: second record.
 _LOG_PREFIX_ONLY = re.compile(r"\s{0,8}(?:\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?|\d{2}/\d{2}/\d{4} "
-                              r"\d{2}:\d{2}:\d{2})(?: {1,2}[|-])? {1,2}(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|SUCCESS)"
+                              r"\d{2}:\d{2}:\d{2})(?: {1,2}[|-])? {1,2}"
+                              r"(?:(?!DEBUG|INFO|WARN|ERROR|CRITICAL|SUCCESS)[\w.<>-]{1,64} {1,2}[|-] {1,2})?"  # (a logger name first)
+                              r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|SUCCESS)"
                               r"(?: {1,8}[|:-])? {1,2}(?:[\w.<>]{1,64}:[\w.<>]{1,64}:\d{1,7} - |[\w.<>]{1,64} {1,2}[|:-] {1,2}"
                               r"|[\w.<>]{1,64}: )?")
 _NCCL_AT_START = re.compile(r"\s{0,8}(?:\[[\d: .-]{10,40}\] )?[\w.-]{1,120}:\d{1,10}:\d{1,10} (?:\[\d{1,4}\] )?")

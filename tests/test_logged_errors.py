@@ -17,6 +17,9 @@ def _line(level: str, rank: int, msg: str) -> str:
 def test_a_rank_tag_after_a_logging_prefix_is_that_records_own_not_a_second_record():
     line = _line("ERROR", 2, "shard 2 is truncated at step 8, giving up")
     assert split_glued(line) == [line]
+    # the logger's name before the level (t271: "%(asctime)s - %(name)s - %(levelname)s - [RANK %(rank)s] ...")
+    named = "2026-11-28 18:54:59,143 - train - ERROR - [RANK 0] corrupt record in shard-00000.tar; giving up"
+    assert split_glued(named) == [named]
     glued = "step 3/30 loss 2.0[rank 1] step 3/30 loss 2.1"  # two prints on one line: still cut
     assert split_glued(glued) == ["step 3/30 loss 2.0", "[rank 1] step 3/30 loss 2.1"]
 

@@ -241,6 +241,22 @@ KNOWN_WRONG = {
                                            "out first by milliseconds, rank 0 loses it: with two ranks in two "
                                            "collectives, only the epoch lengths and rank 1's padding warning tell "
                                            "which one strayed (no rank is named)",
+    "t267_barrier_ckpt_r0_w2_ddp_json_split": "rank 0 alone saves a checkpoint after step 10 and waits in a barrier its "
+                                              "branch alone calls (console.err:5-16, train267.py:237); rank 1 went on "
+                                              "into step 11's DDP all_reduce (console.err:17-29, loss.backward) and "
+                                              "loses it when rank 0 times out: with two ranks at two lines, only which "
+                                              "call is routine (every step's backward) tells who strayed; no rank is "
+                                              "named (it named rank 1, 'lagged behind', before this session)",
+    "t267_skipval_r2_w3_ddp_split": "a WARNING no record names says 'skipping validation this round' (console.out:19); "
+                                    "rank 0 is in validate's all_reduce (console.err:9-22), rank 1 aborted on '4520 vs "
+                                    "4' (expecting validation's 4 bytes, sent a gradient bucket), rank 2 says nothing "
+                                    "more: only the byte counts put rank 1 in validation, which leaves rank 2 as the "
+                                    "skipper",
+    "t269_ppskip_r1_4pp_2n_logdir": "stage 1 (rank 1) alone warns 'non-finite activations in micro-batch 2, dropping "
+                                    "it' (pp-node-a.log:26) and the 4-stage pipeline deadlocks, all four timing out in "
+                                    "recv; the others' step lines ('[pp=0] step 10 fwd 4/4 mb, bwd 4/4 mb 147 ms') are "
+                                    "no step line the tool knows, so it reads them as ranks that never log and the "
+                                    "lone warning as no sign",
 }
 
 

@@ -24,7 +24,7 @@ from ..model import JobModel
 from .facts import _per_job
 from .launcher_facts import error_signature
 
-_WARNS = ("log_warning", "log_carry_on", "numeric_warning")
+_WARNS = ("log_warning", "log_carry_on", "numeric_warning", "shape_note")
 #: Lines of a rank's own log that show it logs as the job runs (so a warning of its own would show).
 _LOGGING = ("train_step", "train_epoch", "train_phase", "rank_world", *_WARNS)
 
@@ -37,8 +37,9 @@ class OddWarning:
 
 
 def _recent(events: list[Event], ev: Event) -> bool:
-    """At most one of the rank's own step lines follows the warning."""
-    return sum(1 for e in events if e.kind == "train_step" and (e.file, e.line) > (ev.file, ev.line)) <= 1
+    """At most one of the rank's own step lines follows the warning in its file (another file of the rank, its
+    --log-dir copy beside the console, has its own order)."""
+    return sum(1 for e in events if e.kind == "train_step" and e.file == ev.file and e.line > ev.line) <= 1
 
 
 #: A warning that its rank skipped what the others did (a batch, a step, an update).
@@ -68,9 +69,12 @@ def odd_warning(job: JobModel) -> OddWarning | None:
     return OddWarning(rank, ev, _recent(st.events, ev))
 
 
-#: A collective named after a skip ("skipping gradient all-reduce and optimizer step", "skipped the barrier").
+#: A collective named after a skip ("skipping gradient all-reduce and optimizer step", "skipped the barrier"), or
+#: the step or update whose gradient sync it skipped with it ("found inf/nan in local gradients, skipping optimizer
+#: step": a rank alone skipping a step the others took; where every rank skips alike, no rank says it alone).
 _COLLECTIVE = re.compile(r"\b(?:all[-_ ]?reduce|allreduce|all[-_ ]?gather|allgather|reduce[-_ ]?scatter|broadcast|barrier"
-                         r"|collective|(?:grad(?:ient)?s?|DP|data[- ]parallel) (?:sync|all[-_ ]?reduce))")
+                         r"|collective|(?:grad(?:ient)?s?|DP|data[- ]parallel) (?:sync|all[-_ ]?reduce)"
+                         r"|(?:optimi[sz]er|training|train) step|(?:parameter |weight )?update)\b")
 
 
 @_per_job
