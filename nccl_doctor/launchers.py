@@ -37,7 +37,8 @@ _LOGFMT = re.compile(LOGFMT_START)
 _MIN_SHARE = {"srun_label": 0.6, "pdsh_host": 0.8, "mpich_rank": 0.9, "torchrun_template": 0.8,
               "worker_label": 0.6, "stern_pod": 0.8, "compose_service": 0.6, "grep_line": 0.8, "shell_time": 0.9,
               "bracket_node": 0.8, "parallel_tag": 0.8, "email_quote": 0.5, "chat_speaker": 0.6,
-              "line_numbers": 0.8, "logging_process_index": 0.5, "slash_rank": 0.15, "shell_datetime": 0.9}
+              "line_numbers": 0.8, "logging_process_index": 0.5, "slash_rank": 0.15, "shell_datetime": 0.9,
+              "logging_host_column": 0.08}
 #: Ambiguous prefixes whose share is counted on the lines as written, not on what the others leave.
 _ON_RAW_LINES = frozenset(("shell_time", "shell_datetime"))
 #: An unlabelled NCCL line proves that the stream is not labelled by the launcher.
@@ -224,8 +225,8 @@ def detect_modes(sample_lines: list[str], launchers: tuple[Launcher, ...] | None
             # prefix that a line starts with takes its time along when stripped)
             m = lc.regex.match(raw if lc.name in _ON_RAW_LINES else ln)
             if m:
-                val = m.group(1) or ""
-                if lc.name == "pdsh_host" and val in _NOT_HOSTS:
+                val = (m.group("host") if lc.name == "logging_host_column" else m.group(1)) or ""
+                if lc.name in ("pdsh_host", "logging_host_column") and val in _NOT_HOSTS:
                     continue
                 if lc.name == "stern_pod":
                     if "-" not in val:
@@ -237,7 +238,8 @@ def detect_modes(sample_lines: list[str], launchers: tuple[Launcher, ...] | None
                 values.add(_DIGITS.sub("0", val))
                 names.add(val)
         if hits >= _MIN_SHARE[lc.name] * len(stripped) and \
-                (lc.name not in ("pdsh_host", "stern_pod") or len(values) <= max(1, hits // 3)) and \
+                (lc.name not in ("pdsh_host", "stern_pod", "logging_host_column") or len(values) <= max(1, hits // 3)) and \
+                (lc.name != "logging_host_column" or len(names) <= 2) and \
                 (lc.name != "stern_pod" or len(containers) <= 3) and \
                 (lc.name != "bracket_node" or len(names) >= 2) and \
                 (lc.name != "slash_rank" or _ranks_of_one_world(lc, stripped)) and \
