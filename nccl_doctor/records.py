@@ -95,6 +95,10 @@ def join_block(record: str, next_line: NextLine, peek_line: NextLine) -> list[st
     for head, tail in _TWO_LINE:
         if stripped.startswith(head):
             nxt = peek_line()
+            if head == _TERMINATE and nxt is not None and 0 < len(nxt.strip()) <= 2:
+                # two processes aborting into one stream at once: the other's closing quote, on a line of its own
+                next_line()
+                nxt = peek_line()
             if nxt is not None and nxt.strip().startswith(tail):
                 next_line()
                 return [f"{stripped} {nxt.strip()}"]

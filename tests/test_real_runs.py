@@ -196,11 +196,6 @@ KNOWN_WRONG = {
                                        "gloo aborts rank 1 ('64 vs 56', SIGABRT); with two ranks the root sending "
                                        "more reads the same, and rank 0's traceback is already in the next "
                                        "all_reduce, so nothing says the broadcast was the collective",
-    "t222_localshape_r0_w2_printplain_split": "labelled no culprit (two ranks, bare prints): rank 0's bincount gave 9 "
-                                              "counts where rank 1's gave 10 and gloo aborted rank 1; the unlabelled "
-                                              "stdout (both ranks' prints) is read as rank 0's, the only rank its "
-                                              "stderr names, so its lone warning names rank 0 (the true deviator, "
-                                              "for a reason the logs do not support)",
     "t225_bcast_lastbatch_r1_w2_logrank_tee": "rank 1's shard is short (console.log:2, 461 records against rank 0's "
                                               "480) and its INFO line 'last batch has 13 records' (:12) comes right "
                                               "before gloo aborts it in rank 0's broadcast ('128 vs 52'); with two "
@@ -257,6 +252,19 @@ KNOWN_WRONG = {
                                     "recv; the others' step lines ('[pp=0] step 10 fwd 4/4 mb, bwd 4/4 mb 147 ms') are "
                                     "no step line the tool knows, so it reads them as ranks that never log and the "
                                     "lone warning as no sign",
+    "t273_fp16hook_r1_w2_split": "gloo aborts rank 1 on '34372 vs 17186' (console.err:1-2; the table's SIGABRT row): it "
+                                 "posted half the bytes its peer sent, a float16 bucket against a float32 one, so "
+                                 "rank 1 is the rank whose untagged warning says 'enabling fp16 gradient compression' "
+                                 "(console.out:2); rank 0's lost peer in backward is the echo. No rank is named (the "
+                                 "warning was read as rank 0's before this session: the wrong rank)",
+    "t273_profile_extra_r1_w2_logdir": "rank 1 aborts on '34372 vs 8' (an 8-byte collective: its extra all_reduce of "
+                                       "a token count at the end of its profiling window) while rank 0 sends a "
+                                       "gradient bucket from DDP's backward; with two ranks only which call is "
+                                       "routine tells who strayed (a skipped scalar sync would read the same)",
+    "t273_stopflag_extra_r0_w2_redirect": "rank 0 aborts on '34372 vs 4' in the stop flag's all_reduce, after an "
+                                          "untagged WARNING 'stop requested ... syncing stop flag' (console.log:38) "
+                                          "no record names; rank 1 is in the routine gradient sync: as for "
+                                          "profile_extra, two ranks and nothing that names the warning's writer",
 }
 
 

@@ -243,23 +243,27 @@ def _named_rank(ev: Event) -> int | None:
 def _link_stream_pairs(events: list[Event], uf: _Union) -> None:
     """A file of one process's stderr (``X.err``) whose lines name no rank, beside its stdout (``X.out``)
     whose lines name one rank only: that rank's. Never a console's pair (``job.out`` naming several
-    ranks, or none, or whose scripts' banners state several: "rank=1 ...", "rank=0 ...")."""
+    ranks, or none, or whose scripts' banners state several: "rank=1 ...", "rank=0 ..."; or a launcher's
+    failure table there that lists several ranks: a node's console of several workers)."""
     files = {key[1] for key in uf.parent if key[0] == "file"}
     if not any(f.endswith(_STREAM_EXTS) for f in files):
         return  # (most jobs: no X.err whose lines name no writer)
     named: dict[str, set[int]] = defaultdict(set)
     stated: dict[str, set[int]] = defaultdict(set)  # the ranks its scripts' banners state in words
+    tabled: dict[str, set] = defaultdict(set)  # stem -> the ranks a launcher's failure table there lists
     for ev in events:
         if ev.file.endswith(_STREAM_EXTS):
             r = _named_rank(ev)
             named[ev.file].add(r) if r is not None else named.setdefault(ev.file, set())
             if ev.kind == "rank_world" and (r := stated_rank(ev)) is not None:
                 stated[ev.file].add(r)
+            if ev.kind == "elastic_cfe":
+                tabled[os.path.splitext(ev.file)[0]].add(ev.fields.get("rank"))
     by_stem: dict[str, list[str]] = defaultdict(list)
     for f in named:
         by_stem[os.path.splitext(f)[0]].append(f)
-    for paths in by_stem.values():
-        if len(paths) != 2:
+    for stem, paths in by_stem.items():
+        if len(paths) != 2 or len(tabled.get(stem, ())) > 1:
             continue
         (a, ra), (b, rb) = sorted(((f, named[f]) for f in paths), key=lambda x: len(x[1]))
         if not ra and len(rb) == 1 and len(stated[a]) < 2 and ("file", a) in uf.parent:
