@@ -247,11 +247,6 @@ KNOWN_WRONG = {
                                     "4' (expecting validation's 4 bytes, sent a gradient bucket), rank 2 says nothing "
                                     "more: only the byte counts put rank 1 in validation, which leaves rank 2 as the "
                                     "skipper",
-    "t269_ppskip_r1_4pp_2n_logdir": "stage 1 (rank 1) alone warns 'non-finite activations in micro-batch 2, dropping "
-                                    "it' (pp-node-a.log:26) and the 4-stage pipeline deadlocks, all four timing out in "
-                                    "recv; the others' step lines ('[pp=0] step 10 fwd 4/4 mb, bwd 4/4 mb 147 ms') are "
-                                    "no step line the tool knows, so it reads them as ranks that never log and the "
-                                    "lone warning as no sign",
     "t273_fp16hook_r1_w2_split": "gloo aborts rank 1 on '34372 vs 17186' (console.err:1-2; the table's SIGABRT row): it "
                                  "posted half the bytes its peer sent, a float16 bucket against a float32 one, so "
                                  "rank 1 is the rank whose untagged warning says 'enabling fp16 gradient compression' "
