@@ -368,14 +368,9 @@ def _facing(late: Ending, timed: list[Ending]) -> bool:
     if mine is None or theirs is None:
         # (a lost peer raised where no torch.distributed frame shows, DDP's all_reduce under loss.backward(): the
         # script's own lines say where each was)
-        mine, theirs = _script_site(late.state), _script_site(timed[0].state)
+        mine, theirs = script_site(late.state), script_site(timed[0].state)
+        mine, theirs = mine and mine[0], theirs and theirs[0]
     return mine is not None and theirs is not None and mine != theirs
-
-
-def _script_site(st) -> tuple | None:
-    """The script's line a process's last traceback stopped at (its innermost frame of the script's own)."""
-    ev = next((e for e in reversed(st.events) if e.kind == "py_script_frame"), None)
-    return (ev.get("path"), ev.get("srcline")) if ev is not None else None
 
 
 def _elsewhere(late: Ending, timed: list[Ending]) -> bool:

@@ -20,6 +20,7 @@ from functools import lru_cache
 
 from ..events import Event, by_place
 from .hosts import labels_that_are_no_host
+from .leftover import the_one_rank_left
 from .links import _Union, link_launcher_maps, shared_local_labels, stated_rank
 from .numbered import local_named, numbered_ranks
 from .relays import HOST_BLOCK_KINDS, headed_sources, pssh_blocks, relay_writers, relaying_streams
@@ -279,7 +280,7 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
             p.rank, p.rank_source = next(iter(linked[p.key])), "launcher"
     _single_node_log_folders(procs, world)
     _one_node_labels(procs, world)
-    _the_one_rank_left(procs, world)
+    the_one_rank_left(procs, world)
     labels_that_are_no_host(procs)
     return _merge_same_rank(procs)
 
@@ -323,38 +324,6 @@ def _one_node_labels(procs: list[Proc], world: int | None) -> None:
         return  # one labelled process says nothing about the launcher's numbering
     for p in bare:
         p.rank, p.rank_source = p.local_rank, "launcher label"
-
-
-def _the_one_rank_left(procs: list[Proc], world: int | None) -> None:
-    """Every rank of the world but one is known, and one launcher's worker (a local rank's label or
-    its --log-dir folder) names no rank: it is that rank (a hung rank's node, whose script names no
-    rank and which never printed torch's "[rankN]:" traceback its peers did). Not when its label says
-    another number on the same node."""
-    if not world or world > len(procs) + 1:
-        return
-    taken = {p.rank for p in procs if p.rank is not None}
-    if len(taken) != world - 1 or not taken <= set(range(world)):
-        return
-    workers = [p for p in procs if p.rank is None and p.local_rank is not None]
-    # (one process told twice, by its --log-dir folder and by the console torchrun tees it to: the same lines)
-    told = {(p.local_rank, _told(p)) for p in workers}
-    if len(told) != 1 or any(_told(q) == next(iter(told))[1] for q in procs if q.rank is not None):
-        return  # (several, or a copy of a known rank's lines: its --log-dir file beside the console)
-    left = next(iter(set(range(world)) - taken))
-    local = workers[0].local_rank
-    # (a local rank that is not the rank left is another node's, seen by a known rank of that number on
-    # another node; on one named host it says another number)
-    if local != left and (len({q.host for q in procs if q.host}) == 1
-                          or not any(q.rank is not None and q.local_rank == local for q in procs)):
-        return
-    for p in workers:
-        p.rank, p.rank_source = left, "the one rank left"
-
-
-def _told(p: Proc) -> tuple:
-    """What a process's lines say, as kinds and steps: the same in each copy of its output (whose
-    files may come in another order: stderr.log and stdout.log apart, one console)."""
-    return tuple(sorted(f"{e.kind} {e.fields.get('step')}" for e in p.events))
 
 
 def _merge_same_rank(procs: list[Proc]) -> list[Proc]:
