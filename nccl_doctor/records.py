@@ -19,6 +19,10 @@ _GLUE = re.compile(r"\[rank\d{1,7}\]:\[[IWEF]|(?<![\w.:-])[\w.-]{1,120}:\d{1,10}
                    r"|\[(?:[Rr]ank[_=:-]|rank |RANK[ _=:-]?)\d{1,7}\] ")
 
 
+#: The end of a progress bar's last segment ("[00:02<00:01, 8.06it/s, loss=1.8052]") with a dated error record glued on
+#: (only an error's: a step record cut out of a bar would give its file a time the rest of its lines lack).
+_AFTER_BAR = re.compile(r"(?:it/s|s/it)[^\]\n]{0,200}\](?=(?:\d{4}-\d{2}-\d{2}|\d{2}/\d{2}/\d{4})[ T]\d{2}:\d{2}:\d{2}"
+                        r"[^\n]{0,80}?\b(?:ERROR|CRITICAL)\b)")
 _TS_ONLY = re.compile(r"\s{0,8}\[[\d: .,T-]{10,40}\] ?")
 #: A Python logging record's own prefix (time, level, logger name): a rank tag after it is the
 #: record's ("... - ERROR - __main__ - [RANK 2] ...", Accelerate's logger; loguru's "... | ERROR    |
@@ -40,6 +44,10 @@ def split_glued(text: str) -> list[str]:
         if n_nccl == 0 or (n_nccl == 1 and _NCCL_AT_START.match(text)):
             return [text] if text and not text.isspace() else []
     parts = text.split("\r") if "\r" in text else [text]
+    if len(parts) > 1 and (m := _AFTER_BAR.search(parts[-1])) is not None:
+        # a progress bar that never ended its line, and a record written after it ("... 8.06it/s, loss=1.8]11/28/2026
+        # 19:38:24 - ERROR - ..."): the record starts a line of its own
+        parts[-1:] = [parts[-1][:m.end()], parts[-1][m.end():]]
     out: list[str] = []
     for part in parts:
         n_nccl = part.count("NCCL ")

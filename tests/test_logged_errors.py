@@ -20,6 +20,10 @@ def test_a_rank_tag_after_a_logging_prefix_is_that_records_own_not_a_second_reco
     # the logger's name before the level (t271: "%(asctime)s - %(name)s - %(levelname)s - [RANK %(rank)s] ...")
     named = "2026-11-28 18:54:59,143 - train - ERROR - [RANK 0] corrupt record in shard-00000.tar; giving up"
     assert split_glued(named) == [named]
+    # a progress bar that never ended its line, a record written after it (t281: tqdm on stderr, logging on stdout)
+    bar = "Epoch 0:  70%|##   | 21/30 [00:02<00:01, 8.06it/s, loss=1.8052]"
+    record = "11/28/2026 19:38:24 - ERROR - __main__ - could not save checkpoint at step 20"
+    assert split_glued("Epoch 0:  67%|#    | 20/30\r" + bar + record)[-2:] == [bar, record]
     glued = "step 3/30 loss 2.0[rank 1] step 3/30 loss 2.1"  # two prints on one line: still cut
     assert split_glued(glued) == ["step 3/30 loss 2.0", "[rank 1] step 3/30 loss 2.1"]
 

@@ -372,8 +372,11 @@ def failures(job: JobModel) -> list[Failure]:
     net_kinds = (*NETWORK_KINDS, "nccl_sock_closed", "nccl_socket_err")
     net_writers = {writer(job, e, line_key) for e in job.by_kind(*net_kinds)}
     for f in out:
-        f.recovered = trained_on(job, f) or before_clean_restart(
-            job, f, f.ts if f.ts is not None else dated_after(job, f.events[0]))
+        f.recovered = trained_on(job, f)
+        if not f.recovered and before_clean_restart(job, f, f.ts if f.ts is not None else dated_after(job, f.events[0])):
+            # the failure that made torchrun restart the worker group is the restart's cause, however well the
+            # restarted group did: the job lost its attempt to it (MN5 says whether the state was restored)
+            f.what += "; torchrun restarted the worker group, which got over it"
         # "unhandled system error" raised right after this process's own socket/IB errors is the
         # transport failing (NET1/MN2 say between which hosts), not a crash of this rank.
         if f.category == "nccl" and all(e.kind in ("torch_nccl_error", "torch_nccl_err_kind") for e in f.events) \

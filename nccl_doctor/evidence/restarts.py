@@ -21,6 +21,9 @@ from .nccl_facts import int_in
 
 #: Lines a process prints once when it starts: seen again after progress, the script re-ran.
 _BANNER_KINDS = ("nccl_version", "torch_version", "ds_version", "ds_init_backend")
+#: Lines a script writes only as it starts (a checkpoint found or not; with ``rank_world``, its own "rank 1/3"
+#: banner): after progress in a file no restart line marks, the next attempt's.
+_START_AGAIN = ("checkpoint_load", "checkpoint_none")
 #: Worker lines that, after the agent reported a failed worker, show a new attempt running.
 _WORKER_START = (*_BANNER_KINDS, "train_step", "train_epoch", "rank_world", "startup_work", "checkpoint_load",
                  "checkpoint_none", "nccl_init")
@@ -133,10 +136,12 @@ def segment_restarts(job: JobModel) -> Restarts:
 def _place_unmarked(out: Restarts, events: list[Event], marker_times: list[tuple[float, int]]) -> None:
     """Generations in a file with no restart line, in a job that restarted: by time against the
     markers when the event has a timestamp, else by start-up banners (a process printing its
-    banner again after it made progress is the next attempt)."""
+    banner, its "rank 1/3" line or its checkpoint search again after it made progress is the next
+    attempt)."""
     gen, progressed = 0, False
     for ev in events:
-        if ev.kind in _BANNER_KINDS and progressed:
+        if progressed and (ev.kind in _BANNER_KINDS or ev.kind in _START_AGAIN
+                           or ev.kind == "rank_world" and isinstance(ev.get("rank"), int)):
             gen, progressed = gen + 1, False
         elif ev.kind in ("train_step", "train_epoch"):
             progressed = True
