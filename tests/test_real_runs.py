@@ -260,6 +260,11 @@ KNOWN_WRONG = {
                                           "untagged WARNING 'stop requested ... syncing stop flag' (console.log:38) "
                                           "no record names; rank 1 is in the routine gradient sync: as for "
                                           "profile_extra, two ranks and nothing that names the warning's writer",
+    "t283_skip_dp_r0_tp2dp2_n2_split": "rank 0 silently skips its DP gradient all_reduce (train283.py:273) and waits in "
+                                       "the loss all_reduce (:310) with ranks 1 and 3, which did theirs in DP group "
+                                       "[1, 3] (gpu-a01.out:2-3 lists the groups); rank 2, rank 0's one DP partner, "
+                                       "waits at :273 and loses rank 0 when it times out: the rank at an earlier line "
+                                       "is the victim of its group partner's skip, not late (it is read as lagged)",
 }
 
 

@@ -150,7 +150,8 @@ def pair_loose_traceback(job: JobModel, out: list[Failure], echo_ranks: set[int]
             twin.events = [*twin.events, *f.events]
             drop.add(id(f))
             continue
-        if len(exits) == 1 and not _after(f, exits[0]) and (len(fs) == 2 or not _signalled(exits[0]) and all(
+        if len(exits) == 1 and not _after(f, exits[0]) and (signum is None or _exit_signal(exits[0]) in (None, signum)) and (
+                len(fs) == 2 or not _signalled(exits[0]) and all(
                 g.rank in echo_ranks for g in fs if g is not f and g is not exits[0])):
             # the one failed exit of the console, whose rank said nothing of its own (the others, if
             # any, only echoes, and that exit a status of its own, not a signal: a node's stdout holding
@@ -223,8 +224,17 @@ def _after(f: Failure, ex: Failure) -> bool:
 
 def _signalled(ex: Failure) -> bool:
     """Whether a failed exit was a death by signal (a negative status or one above 128)."""
-    codes = [int_in(e.get("exitcode", e.get("code"))) for e in ex.events]
-    return any(c is not None and (c < 0 or c > 128) for c in codes)
+    return _exit_signal(ex) is not None
+
+
+def _exit_signal(ex: Failure) -> int | None:
+    """The signal a failed exit says its process died of (-9, 137: 9), else None. A process SIGKILLed writes
+    nothing: a loose "terminate called ..." (SIGABRT) in its console is another process's."""
+    for e in ex.events:
+        c = int_in(e.get("exitcode", e.get("code")))
+        if c is not None and (c < 0 or c > 128):
+            return -c if c < 0 else c - 128
+    return None
 
 
 def _twin(f: Failure, fs: list[Failure]) -> Failure | None:
