@@ -17,8 +17,12 @@ def the_one_rank_left(procs: list, world: int | None) -> None:
     workers = [p for p in procs if p.rank is None and p.local_rank is not None]
     # (one process told twice, by its --log-dir folder and by the console torchrun tees it to: the same lines)
     told = {(p.local_rank, _told(p)) for p in workers}
-    if len(told) != 1 or any(_told(q) == next(iter(told))[1] for q in procs if q.rank is not None):
-        return  # (several, or a copy of a known rank's lines: its --log-dir file beside the console)
+    if len(told) != 1:
+        return  # (several processes)
+    # (a copy of a known rank's lines, its --log-dir file beside the console: only a rank with as many events can be)
+    n, sig = len(workers[0].events), next(iter(told))[1]
+    if any(len(q.events) == n and _told(q) == sig for q in procs if q.rank is not None):
+        return
     left = next(iter(set(range(world)) - taken))
     local = workers[0].local_rank
     # (a local rank that is not the rank left is another node's, seen by a known rank of that number on

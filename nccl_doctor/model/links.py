@@ -258,10 +258,10 @@ def _link_stream_pairs(events: list[Event], uf: _Union) -> None:
             if ev.kind == "rank_world" and (r := stated_rank(ev)) is not None:
                 stated[ev.file].add(r)
             if ev.kind == "elastic_cfe":
-                tabled[os.path.splitext(ev.file)[0]].add(ev.fields.get("rank"))
+                tabled[stream_console(ev.file)].add(ev.fields.get("rank"))
     by_stem: dict[str, list[str]] = defaultdict(list)
     for f in named:
-        by_stem[os.path.splitext(f)[0]].append(f)
+        by_stem[stream_console(f)].append(f)
     for stem, paths in by_stem.items():
         if len(paths) != 2 or len(tabled.get(stem, ())) > 1:
             continue
