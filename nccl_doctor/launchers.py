@@ -34,15 +34,24 @@ _DIGITS = re.compile(r"\d+")
 _LABEL = re.compile(r'(\w{1,64})="([^"\n]{0,253})"')
 _NODE_LABELS = ("pod", "pod_name", "k8s_pod_name", "host", "hostname", "instance", "node_name", "node")
 _LOGFMT = re.compile(LOGFMT_START)
-_MIN_SHARE = {"srun_label": 0.6, "pdsh_host": 0.8, "mpich_rank": 0.9, "torchrun_template": 0.8,
-              "worker_label": 0.6, "stern_pod": 0.8, "compose_service": 0.6, "grep_line": 0.8, "shell_time": 0.9,
-              "bracket_node": 0.8, "parallel_tag": 0.8, "email_quote": 0.5, "chat_speaker": 0.6,
-              "line_numbers": 0.8, "logging_process_index": 0.5, "slash_rank": 0.15, "shell_datetime": 0.9,
-              "logging_host_column": 0.08}
-#: Ambiguous prefixes whose share is counted on the lines as written, not on what the others leave.
-_ON_RAW_LINES = frozenset(("shell_time", "shell_datetime"))
 #: An unlabelled NCCL line proves that the stream is not labelled by the launcher.
 _BARE_NCCL = re.compile(r"^[\w.-]{1,253}:\d{1,10}:\d{1,10} \[\d{1,4}\] (?:NCCL )?(?:INFO|WARN)")
+
+
+@dataclass(frozen=True, slots=True)
+class Detect:
+    """When an ambiguous prefix applies to a file (launchers.toml's ``detect``; see detect_modes)."""
+    min_share: float
+    value: str | int = 1
+    not_hosts: bool = False
+    value_has: str = ""
+    few_shapes: bool = False
+    min_names: int = 0
+    max_names: int | None = None
+    max_containers: int | None = None
+    raw_lines: bool = False
+    check: str = ""
+    overrides: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +63,7 @@ class Launcher:
     #: Put by a launcher or relay on every line a process writes (its tracebacks too), unlike a
     #: script's own rank tag, which only its log records carry.
     relay: bool = False
+    detect: Detect | None = None
 
 
 @lru_cache(maxsize=4)
@@ -62,8 +72,15 @@ def load_launchers(directory: str | None = None) -> tuple[Launcher, ...]:
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     out = []
     for item in data.get("launcher", []):
+        det = item.get("detect")
+        if det is not None:
+            det = Detect(**{**det, "overrides": tuple(det.get("overrides", ()))})
+            if det.check and det.check not in _CHECKS:
+                raise ValueError(f"launchers.toml: {item['name']}: no check named {det.check!r}")
+        elif item.get("ambiguous"):
+            raise ValueError(f"launchers.toml: {item['name']} is ambiguous but says nothing of when it applies")
         out.append(Launcher(item["name"], re.compile(item["regex"]), bool(item.get("ambiguous", False)),
-                            tuple(item.get("samples", ())), bool(item.get("relay", False))))
+                            tuple(item.get("samples", ())), bool(item.get("relay", False)), det))
     return tuple(out)
 
 
@@ -214,40 +231,43 @@ def detect_modes(sample_lines: list[str], launchers: tuple[Launcher, ...] | None
         stripped.append(rest)
     modes: set[str] = set()
     for lc in all_l:
-        if not lc.ambiguous:
-            continue
-        hits = 0
-        values: set[str] = set()
-        names: set[str] = set()
-        containers: set[str] = set()
-        for raw, ln in zip(lines, stripped, strict=False):
-            # (a shell's time before every line is judged on the lines as written: a time-and-rank
-            # prefix that a line starts with takes its time along when stripped)
-            m = lc.regex.match(raw if lc.name in _ON_RAW_LINES else ln)
-            if m:
-                val = (m.group("host") if lc.name == "logging_host_column" else m.group(1)) or ""
-                if lc.name in ("pdsh_host", "logging_host_column") and val in _NOT_HOSTS:
-                    continue
-                if lc.name == "stern_pod":
-                    if "-" not in val:
-                        continue  # a pod's name has a dash ("<job>-worker-0"); "step 10 ..." is no pod
-                    containers.add(m.group("container"))
-                hits += 1
-                # pdsh's host names share a shape (dgx-h100-43, dgx-h100-50: "dgx-h0-0"); a
-                # 128-node job shows 128 hosts in its first lines, words before a colon do not.
-                values.add(_DIGITS.sub("0", val))
-                names.add(val)
-        if hits >= _MIN_SHARE[lc.name] * len(stripped) and \
-                (lc.name not in ("pdsh_host", "stern_pod", "logging_host_column") or len(values) <= max(1, hits // 3)) and \
-                (lc.name != "logging_host_column" or len(names) <= 2) and \
-                (lc.name != "stern_pod" or len(containers) <= 3) and \
-                (lc.name != "bracket_node" or len(names) >= 2) and \
-                (lc.name != "slash_rank" or _ranks_of_one_world(lc, stripped)) and \
-                (lc.name != "shell_datetime" or _dated_by_a_shell(lc, lines)):  # (one tag on every line: a program's own)
+        if lc.ambiguous and _carries(lc, lc.detect, lines, stripped):
             modes.add(lc.name)
-    if "srun_label" in modes:
-        modes.discard("pdsh_host")
+    for lc in all_l:
+        if lc.name in modes:
+            modes.difference_update(lc.detect.overrides)
     return frozenset(modes)
+
+
+def _carries(lc: Launcher, det: Detect, lines: list[str], stripped: list[str]) -> bool:
+    """Whether enough of a file's first lines carry the prefix, with values of the shape its ``detect`` asks."""
+    hits = 0
+    values: set[str] = set()
+    names: set[str] = set()
+    containers: set[str] = set()
+    for raw, ln in zip(lines, stripped, strict=False):
+        # (a shell's time before every line is judged on the lines as written: a time-and-rank
+        # prefix that a line starts with takes its time along when stripped)
+        m = lc.regex.match(raw if det.raw_lines else ln)
+        if not m:
+            continue
+        val = m.group(det.value) or ""
+        if det.not_hosts and val in _NOT_HOSTS:
+            continue
+        if det.value_has not in val:
+            continue  # a pod's name has a dash ("<job>-worker-0"); "step 10 ..." is no pod
+        if det.max_containers is not None:
+            containers.add(m.group("container"))
+        hits += 1
+        # pdsh's host names share a shape (dgx-h100-43, dgx-h100-50: "dgx-h0-0"); a
+        # 128-node job shows 128 hosts in its first lines, words before a colon do not.
+        values.add(_DIGITS.sub("0", val))
+        names.add(val)
+    return hits >= det.min_share * len(stripped) and \
+        (not det.few_shapes or len(values) <= max(1, hits // 3)) and \
+        (det.max_names is None or len(names) <= det.max_names) and len(names) >= det.min_names and \
+        (det.max_containers is None or len(containers) <= det.max_containers) and \
+        (not det.check or _CHECKS[det.check](lc, lines, stripped))
 
 
 #: What follows a shell's date on lines no logger dates: a date of the record's own, a traceback, torch's or
@@ -256,12 +276,12 @@ _UNDATED = re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}|Traceback \(most|\s|\[r
                       r"Root Cause|Failures:")
 
 
-def _dated_by_a_shell(lc: Launcher, lines: list[str]) -> bool:
+def _dated_by_a_shell(lc: Launcher, lines: list[str], _stripped: list[str]) -> bool:
     """A date before lines that no logger dates (see _UNDATED): two of them at least."""
     return sum(1 for ln in lines if (m := lc.regex.match(ln)) and _UNDATED.match(ln, m.end())) >= 2
 
 
-def _ranks_of_one_world(lc: Launcher, stripped: list[str]) -> bool:
+def _ranks_of_one_world(lc: Launcher, _lines: list[str], stripped: list[str]) -> bool:
     """"[r/w]" tags that are ranks, not a counter: six at least, one world size, every rank below it, and in an
     order no counter keeps (several ranks interleaved) or one rank only (its own file)."""
     tags = [(int(m.group("rank")), int(m.group("world"))) for ln in stripped if (m := lc.regex.match(ln))]
@@ -270,6 +290,10 @@ def _ranks_of_one_world(lc: Launcher, stripped: list[str]) -> bool:
     if len(tags) < 6 or len(worlds) != 1 or not 1 < next(iter(worlds)) <= 65536 or max(ranks) >= next(iter(worlds)):
         return False
     return len(set(ranks)) == 1 or any(b < a for a, b in zip(ranks, ranks[1:], strict=False))
+
+
+#: The tests of their own that a ``detect`` may name (one world's "[r/w]" ranks, a shell's dates).
+_CHECKS = {"ranks_of_one_world": _ranks_of_one_world, "dated_by_a_shell": _dated_by_a_shell}
 
 
 def head_lines(chunk: bytes, want: int = 600, limit: int = 256 << 10) -> list[str]:
