@@ -265,6 +265,15 @@ KNOWN_WRONG = {
                                        "[1, 3] (gpu-a01.out:2-3 lists the groups); rank 2, rank 0's one DP partner, "
                                        "waits at :273 and loses rank 0 when it times out: the rank at an earlier line "
                                        "is the victim of its group partner's skip, not late (it is read as lagged)",
+    "t288_barrier_r0_w2_split": "rank 0 alone waits in a barrier inside its checkpoint work (console.err:5-17, "
+                                "train288.py:205, after 'saved checkpoint ckpt-00015.pt', a line only rank 0 prints) "
+                                "while rank 1 is in the every-step gradient all_reduce (:140): as t267_barrier_ckpt, "
+                                "two ranks at two lines and only which call is routine tells who strayed",
+    "t288_gather_r2_w3_ddp_split": "gloo aborts rank 2 alone ('32 vs 20', SIGABRT, torchrun's root cause) right "
+                                   "after a WARNING no record names: 'last eval batch is partial (5 of 8 samples), "
+                                   "gathering it as is' (console.out:21); ranks 0 and 1 are SIGTERMed without a "
+                                   "word, so nothing says the collective was an all_gather (whose short receiver is "
+                                   "the likelier deviator) rather than an all_reduce (where either side may be)",
 }
 
 
