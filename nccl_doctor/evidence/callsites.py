@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ..events import Event
 from ..model import JobModel
-from .causes import _TIMEOUT_ECHOES
+from .causes import _PEER_GONE, _TIMEOUT_ECHOES
 from .endings import launcher_kills
 from .facts import _per_job
 from .sites import script_site as _site
@@ -37,20 +37,9 @@ def odd_call_site(job: JobModel) -> OddSite | None:
     """The one rank that timed out at another line of its script than every other rank, in a job
     whose ranks timed out and where every rank of the world (three at least) says where it waited:
     a rank that hung in silence or failed of its own is another story (its own rules tell it)."""
-    if not timeouts_by_pg(job):
+    sites = _every_site(job)
+    if sites is None or len(sites) < 3:
         return None
-    sites: dict[int, tuple[tuple[str, int], Event, Event, bool]] = {}
-    for st in job.ranks:
-        if st.rank is None or st.rank in sites:
-            continue
-        if c10d_call(st) in P2P_CALLS:
-            return None
-        found = _site(st)
-        if found is not None:
-            sites[st.rank] = found
-    world = job.ranks_expected or len(job.known_ranks())
-    if len(sites) < 3 or len(sites) != world or job.kinds("elastic_restart"):
-        return None  # a rank that says nothing (hung, killed) or one that failed is the story; a restart mixes attempts
     where = {r: site[0] for r, site in sites.items()}
     top, n, odd = _one_apart(where)
     if n < 2 or len(odd) != 1:
@@ -74,6 +63,59 @@ def odd_call_site(job: JobModel) -> OddSite | None:
     lines = ", ".join(f":{n}" for n in sorted({sites[r][0][1] for r in majority}))[1:]
     return OddSite(rank, f"{key[0]}:{key[1]} (in {frame.get('func')})",
                    f"{top[0]}:{lines} (in {lead[1].get('func')})", majority, [frame, exc, lead[1], lead[2]])
+
+
+@dataclass(slots=True, frozen=True)
+class TwoSites:
+    sides: list[tuple[int, str]]  # (rank, "train27.py:215 (in train)"), one per rank
+    events: list[Event]
+
+
+@_per_job
+def two_sites(job: JobModel) -> TwoSites | None:
+    """The two ranks of a job waited in two collectives of the script: one took a code path the other did
+    not (a collective in a rank-dependent branch, a skipped one), and with no majority nothing says which
+    (odd_call_site names the odd one out of three or more; of four, a 2-2 split is more often the timing
+    of an echo than two code paths)."""
+    sites = _every_site(job)
+    if sites is None or len(sites) != 2 or not all(map(_in_collective, sites.values())) \
+            or len({site[0] for site in sites.values()}) != 2:
+        return None
+    sides, events = [], []
+    for r, (key, frame, exc, _in) in sorted(sites.items()):
+        sides.append((r, f"{key[0]}:{key[1]} (in {frame.get('func')})"))
+        events += [frame, exc]
+    return TwoSites(sides, events)
+
+
+def _in_collective(site: tuple[tuple[str, int], Event, Event, bool]) -> bool:
+    """The rank's echo was raised in a collective: its traceback goes through torch.distributed, or it
+    timed out or lost its peer (DDP's all-reduce under loss.backward() shows no torch.distributed frame;
+    a launcher's own SignalException is neither)."""
+    _key, _frame, exc, in_c10d = site
+    text = " ".join(str(v) for v in (exc.get("msg"), exc.get("err")) if v) or exc.text
+    return in_c10d or exc.kind in _TIMEOUT_ECHOES or _PEER_GONE.search(text) is not None
+
+
+def _every_site(job: JobModel) -> dict[int, tuple[tuple[str, int], Event, Event, bool]] | None:
+    """Where each rank of the world waited in its script (see sites.script_site), when some rank timed
+    out and every rank says so; None otherwise, and for point-to-point stages (which wait at different
+    lines by design)."""
+    if not timeouts_by_pg(job):
+        return None
+    sites: dict[int, tuple[tuple[str, int], Event, Event, bool]] = {}
+    for st in job.ranks:
+        if st.rank is None or st.rank in sites:
+            continue
+        if c10d_call(st) in P2P_CALLS:
+            return None
+        found = _site(st)
+        if found is not None:
+            sites[st.rank] = found
+    world = job.ranks_expected or len(job.known_ranks())
+    if len(sites) < 2 or len(sites) != world or job.kinds("elastic_restart"):
+        return None  # a rank that says nothing (hung, killed) or one that failed is the story; a restart mixes attempts
+    return sites
 
 
 def _one_apart(where: dict[int, object]) -> tuple[object, int, list[int]]:

@@ -11,7 +11,7 @@ from ..events import Event
 from ..model import JobModel
 from . import facts
 from .behind import stopped_short
-from .callsites import odd_call_site
+from .callsites import odd_call_site, two_sites
 from .facts import name_ranks
 from .oddsetting import odd_setting
 from .oddwarn import odd_warning, skipped_collective
@@ -153,3 +153,14 @@ def odd_site(job: JobModel) -> list[Mismatch]:
     return one_rank(job, odd.rank, f"rank {odd.rank} timed out waiting at {odd.site} while {name_ranks(odd.majority)} "
                 f"gave up at {odd.others}: it was in another collective than the others (a rank-dependent code "
                 "path, or another number of elements or calls)", odd.events)
+
+
+def apart(job: JobModel) -> list[Mismatch]:
+    """The two ranks waited in two collectives of the script: a desync, naming no rank."""
+    two = two_sites(job)
+    if two is None:
+        return []
+    said = " and ".join(f"rank {rank} at {site}" for rank, site in two.sides)
+    return [(f"the two ranks waited in two different collectives, {said}: one took a code path the other did "
+             "not (a collective in a rank-dependent branch, or one skipped), and nothing in the logs says which "
+             "strayed", [], [], two.events, [])]

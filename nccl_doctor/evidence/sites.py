@@ -3,11 +3,16 @@ Python's or a package's) in the traceback of its last echo (a timeout, a lost pe
 
 from __future__ import annotations
 
+import re
+
 from ..events import Event
 from ..model import RankState
 from .causes import _CONSEQUENCE, _TIMEOUT_ECHOES
 from .tracebacks import frames_above, script_name
 
+#: A launcher's console entry point ("/venv/bin/torchrun", "deepspeed"): its own traceback (an agent that lost
+#: the store) is no rank's place in its script.
+_ENTRY_POINT = re.compile(r"(?:^|[/\\])bin[/\\][^/\\.]+$")
 #: Exception lines that may end a rank's wait (their message says it was an echo).
 _EXC_KINDS = frozenset((*_TIMEOUT_ECHOES, "python_exception"))
 
@@ -24,7 +29,7 @@ def script_site(st: RankState) -> tuple[tuple[str, int], Event, Event, bool] | N
         if exc.kind == "python_exception" and not _CONSEQUENCE.search(text):
             return None  # its own error: a cause, told elsewhere
         frames = list(frames_above(evs, i, _EXC_KINDS))
-        f = next((f for f in frames if f.kind == "py_script_frame"), None)
+        f = next((f for f in frames if f.kind == "py_script_frame" and not _ENTRY_POINT.search(str(f.get("path")))), None)
         in_c10d = any(f.kind == "torch_c10d_frame" for f in frames)
         return ((script_name(f), int(f.get("srcline") or 0)), f, exc, in_c10d) if f is not None else None
     return None

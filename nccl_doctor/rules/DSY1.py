@@ -54,7 +54,7 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
     # a rank that said it skipped a collective; else, weakest: a rank whose step ran ahead, or that waited elsewhere
     ahead = hints.skipped(job) or (hints.ran_ahead(job) + hints.odd_site(job))
     if not found and not ahead:  # and weaker: every rank waited in one collective, none missing, one had warned alone
-        found = hints.all_waited_after_a_lone_warning(job)
+        found = hints.all_waited_after_a_lone_warning(job) or hints.apart(job)
         confidence = "medium" if found else confidence
     if not ahead and found and not any(m[4] for m in found):  # of gloo's two ranks, the one that logged its deviation
         ahead = hints.ring(job)
