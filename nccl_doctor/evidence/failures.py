@@ -373,7 +373,7 @@ def failures(job: JobModel) -> list[Failure]:
     net_writers = {writer(job, e, line_key) for e in job.by_kind(*net_kinds)}
     for f in out:
         f.recovered = trained_on(job, f)
-        if not f.recovered and before_clean_restart(job, f, f.ts if f.ts is not None else dated_after(job, f.events[0])):
+        if not f.recovered and before_clean_restart(job, f, _when(job, f)):
             # the failure that made torchrun restart the worker group is the restart's cause, however well the
             # restarted group did: the job lost its attempt to it (MN5 says whether the state was restored)
             f.what += "; torchrun restarted the worker group, which got over it"
@@ -393,15 +393,17 @@ def failures(job: JobModel) -> list[Failure]:
         # every rank failed alike joining a store (a group set up again mid-run), one with other settings
         out += set_otherwise(job)  # (evidence.oddsetting)
     files = {p: i for i, p in enumerate(job.files)}
-    # A rank's own error comes before any launcher's report of an exit; then time (for an untimed error,
-    # the time of the first dated line after it in its file: it happened by then), then position.
-    # (Both are bounds: an untimed error's time is at most the first dated line after it, however late a launcher's
-    # dated exit report among its evidence came.)
-    def when(f: Failure) -> float | None:
-        bounds = [t for t in (f.ts, dated_after(job, f.events[0]) if f.events[0].ts is None else None) if t is not None]
-        return min(bounds) if bounds else None
-    return sorted(out, key=lambda f: (f.exit_only, (t := when(f)) is None, t or 0.0,
+    # A rank's own error comes before any launcher's report of an exit; then time, then position.
+    return sorted(out, key=lambda f: (f.exit_only, (t := _when(job, f)) is None, t or 0.0,
                                       files.get(f.events[0].file, 0), f.events[0].line))
+
+
+def _when(job: JobModel, f: Failure) -> float | None:
+    """By when a failure had happened: its time, or for an untimed error the time of the first dated line after
+    it in its file (it happened by then). Both are bounds: an untimed error's time is at most the first dated line
+    after it, however late a launcher's dated exit report among its evidence came."""
+    bounds = [t for t in (f.ts, dated_after(job, f.events[0]) if f.events[0].ts is None else None) if t is not None]
+    return min(bounds) if bounds else None
 
 
 def first_failure(job: JobModel, crash_only: bool = False) -> Failure | None:
