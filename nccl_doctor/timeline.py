@@ -132,10 +132,14 @@ def build(report: Any) -> Timeline:
         marks.extend((i, *m) for m in mk)
     seen = {r.rank for r in states if r.rank is not None}
     # A rank with no line of its own sits under the host a launcher's table gave it, or the one the
-    # verdict names for it (its neighbours' node), as the report says it.
+    # verdict names for it (its neighbours' node, a file named after its node), as the report says it;
+    # so does a rank whose lines name no host.
     verdict = getattr(report, "verdict", None) or {}
     named = verdict.get("hosts") or []
     verdict_host = named[0] if len(named) == 1 and len(verdict.get("ranks") or []) == 1 else None
+    for row in rows:
+        if row["host"] is None and verdict_host is not None and row["rank"] in verdict["ranks"]:
+            row["host"] = verdict_host
     for m in job.missing_ranks():
         if m not in seen:
             row = _missing_row(m)

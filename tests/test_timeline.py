@@ -184,3 +184,17 @@ def test_a_missing_rank_sits_under_the_host_the_report_names_for_it():
     tl = build(rep)
     assert _rank(tl, 5)["host"] == "gpu-node-01"
     assert _rank(tl, 3)["host"] is None
+
+
+def test_a_rank_whose_lines_name_no_host_sits_under_the_host_the_report_names_for_it():
+    # The rank wrote lines, none naming its host; the verdict places it (a file named after its node): the
+    # timeline says the same, not "(no host)"; another rank whose lines name no host stays hostless.
+    rep = hang_report(n=8, culprit=5, verdict=False)
+    for st in rep.job.ranks:
+        if st.rank in (2, 5):
+            st.host = None
+    rep.verdict = {"summary": "rank 5 went silent", "rule": "RK2", "ranks": [5], "hosts": ["gpu-node-07"],
+                   "headline": "rank 5 (gpu-node-07) went silent [RK2]", "rules": ["RK2"]}
+    tl = build(rep)
+    assert _rank(tl, 5)["host"] == "gpu-node-07"
+    assert _rank(tl, 2)["host"] is None
