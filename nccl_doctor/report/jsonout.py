@@ -74,7 +74,7 @@ def report_dict(report) -> dict[str, Any]:
         "job": {
             "ranks_expected": job.ranks_expected,
             "ranks_seen": job.ranks_seen,
-            "hosts": [plain(h, 200) for h in job.hosts],
+            "hosts": [plain(h, 200) for h in _hosts(report)],
             "nccl_versions": [plain(v, 100) for v in job.versions("nccl")],
             "torch_versions": [plain(v, 100) for v in job.versions("torch")],
             "process_groups": [plain(p, 200) for p in pgs],
@@ -85,6 +85,14 @@ def report_dict(report) -> dict[str, Any]:
         "last_rank_to_report": inert(report.last_rank_to_report),
         "notes": [plain(n, 2000) for n in report.notes],
     }
+
+
+def _hosts(report) -> list[str]:
+    """The hosts the lines name, and any other the verdict places a rank on (a node known only by its file's
+    name, a lost node its peers' lines point to): the job line counts the hosts the report speaks of."""
+    known = list(report.job.hosts)
+    told = (report.verdict or {}).get("hosts") or []
+    return known + sorted({str(h) for h in told if h and h not in known})
 
 
 def to_json(report, indent: int | None = 2) -> str:
