@@ -47,10 +47,24 @@ def _states_by_pid(job: JobModel) -> dict[int, list[RankState]]:
     return out
 
 
+@_per_job
+def _states_by_earlier_pid(job: JobModel) -> dict[int, list[RankState]]:
+    """The ranks by the pids their own lines gave before their last one: a rank restarted by torchrun is
+    one state across its attempts, under its last process's pid."""
+    out: dict[int, list[RankState]] = defaultdict(list)
+    for r in job.ranks:
+        if r.pid is not None and r.rank is not None:
+            for pid in {e.pid for e in r.events if e.pid is not None and e.pid != r.pid}:
+                out[pid].append(r)
+    return out
+
+
 def state_for_pid(job: JobModel, pid: Any, host: str | None = None, file: str | None = None) -> RankState | None:
     """The rank process with this pid (on this host, or writing to this file, when the pid alone is
     ambiguous: pids repeat across containers); None when unknown or still ambiguous."""
-    cands = _states_by_pid(job).get(int_in(pid) or -1, [])
+    key = int_in(pid) or -1
+    cands = _states_by_pid(job).get(key) or _states_by_earlier_pid(job).get(key, []) if job.kinds("elastic_restart") \
+        else _states_by_pid(job).get(key, [])
     if host:
         cands = [r for r in cands if _short_host(r.host) in (None, _short_host(host))]
     if len(cands) > 1 and file:
