@@ -299,3 +299,11 @@ def test_real_run_verdict(run: Path) -> None:
     report = analyze([str(run)], jobs=1)
     ok, why = judge_run(report, expected)
     assert ok, f"{expected['description']}: {why}\nverdict: {(report.verdict or {}).get('summary')}"
+
+
+def test_the_job_line_counts_a_lost_nodes_host_the_verdict_names():
+    # t286_nodekill: node a100-sxm-17 (ranks 0-1) was SIGKILLed whole; its file is named after it, but no line of it
+    # names a host. The verdict places ranks 0-1 there; the job's hosts count both nodes (two consoles, two nodes).
+    d = analyze([str(RUNS / "t286_nodekill_r1_2x2_tee")]).to_dict()
+    assert d["verdict"]["hosts"] == ["a100-sxm-17"]
+    assert sorted(d["job"]["hosts"]) == ["a100-sxm-17", "a100-sxm-18"]
