@@ -978,3 +978,37 @@ def test_a_loose_fatal_python_error_is_the_one_rank_that_did_not_lose_a_peer(tmp
     (tmp_path / "console.log").write_text("\n".join(lines) + "\n")
     summary = analyze([str(tmp_path)], jobs=1).verdict["summary"]
     assert summary.startswith("rank 1 failed first: Fatal Python error: Segmentation fault"), summary
+
+
+_SIGTERM_DUMP = [
+    "W1128 21:15:34.158000 700 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process 901 closing "
+    "signal SIGTERM",
+    "Thread 0x00007f8cab0fe6c0 (most recent call first):",
+    '  File "/job/train.py", line 301 in _flusher',
+    '  File "/usr/lib/python3.11/threading.py", line 982 in run',
+    "",
+    "Current thread 0x00007f8cd37bfb80 (most recent call first):",
+    '  File "{inner}", line 315 in {func}',
+    '  File "/job/train.py", line 366 in main',
+    '  File "/job/train.py", line 374 in <module>',
+    "E1128 21:15:34.193000 700 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1) "
+    "local_rank: 1 (pid: 902) of binary: /venv/bin/python3",
+]
+
+
+@pytest.mark.parametrize("inner,func,cited", [("/job/train.py", "record", True),
+                                              ("/venv/lib/python3.11/site-packages/torch/distributed/"
+                                               "distributed_c10d.py", "all_reduce", False)])
+def test_a_stack_dump_below_the_launchers_sigterm_of_a_pid_is_that_ranks(tmp_path, inner, func, cited):
+    # The shape of fixtures/realruns/t294_deadlock_r0: rank 1 times out; torchrun SIGTERMs pid 901 and a dump with no
+    # rank follows (faulthandler registered for SIGTERM); its table gives pid 901 to rank 0. The dump is rank 0's
+    # and says where it hung; a dump waiting in a collective says nothing of a hang outside one.
+    lines = [_TIMEOUT.format(r=1), *(ln.format(inner=inner, func=func) for ln in _SIGTERM_DUMP),
+             *_table("node-1", [(0, 0, -15, 901)], (1, 1, 1, 902))]
+    (tmp_path / "console.err").write_text("\n".join(lines) + "\n")
+    rep = analyze([str(tmp_path)])
+    assert rep.verdict is not None and rep.verdict["ranks"] == [0], rep.verdict
+    said = "its stack dump when the launcher stopped it" in rep.verdict["summary"]
+    assert said == cited, rep.verdict["summary"]
+    if cited:
+        assert "in record (train.py:315), called from main (train.py:366)" in rep.verdict["summary"]

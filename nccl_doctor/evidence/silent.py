@@ -22,6 +22,7 @@ from . import stacks
 from .alike import common_complaints
 from .dumps import dump_facts
 from .endings import Ending, host_of_rank, lost_peer_only, quiet_odd_ones
+from .exits import state_for_pid, table_rank
 from .facts import _per_job, _stem, file_host, int_in, name_ranks, per_rank_layout, pg_label, plural
 from .failures import failures, job_failed, killed_ranks
 from .hang import silent_hang
@@ -214,6 +215,11 @@ def _point_at_stacks(s: Suspect, suspects: int, job: JobModel) -> None:
         main = stacks.main_thread(dump)
         s.reason += f"; its own stack dump ({stacks.tool(dump)}{after}) shows it {stacks.where(dump)}"
         s.events = [main, *[e for e in s.events if e is not main]]
+    elif suspects == 1 and (stopped := _dump_on_sigterm(job, s)) is not None:
+        main = stacks.main_thread(stopped)
+        s.reason += (f"; its stack dump when the launcher stopped it ({stacks.tool(stopped)}, "
+                     f"{os.path.basename(main.file)}: right below the SIGTERM of its pid) shows it {stacks.where(stopped)}")
+        s.events = [*s.events, main]
     elif heads:  # the header alone: the frames were not read (interleaved with another dump)
         s.reason += f"; its own stack dump (faulthandler{after}) shows where it was stuck"
         s.events = [heads[-1], *[e for e in s.events if e is not heads[-1]]]
@@ -224,6 +230,20 @@ def _point_at_stacks(s: Suspect, suspects: int, job: JobModel) -> None:
                      f"one process's were not waiting in a collective: it was {stacks.where(odd)}, most likely "
                      "this rank")
         s.events = [*s.events, main]
+
+
+def _dump_on_sigterm(job: JobModel, s: Suspect) -> list | None:
+    """The one dump written right below the launcher's SIGTERM of this rank's process (stacks.dumps_on_sigterm;
+    the pid tied to the rank by the launcher's failure table or the rank's own lines), not waiting in a collective:
+    the other processes stopped with it had given up on their own (their timeouts), it was the one still stuck."""
+    if s.rank is None:
+        return None
+    found = []
+    for file, pids, dump in stacks.dumps_on_sigterm(job):
+        ranks = {st.rank if (st := state_for_pid(job, pid)) is not None else table_rank(job, file, pid) for pid in pids}
+        if s.rank in ranks and not stacks.in_collective(dump):
+            found.append(dump)
+    return found[0] if len(found) == 1 else None
 
 
 def stuck_in_phase(job: JobModel) -> list[tuple[RankState, tuple[Any, str], str]]:

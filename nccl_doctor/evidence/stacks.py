@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from ..events import Event
 from ..model import JobModel, RankState
-from .facts import _per_job
+from .facts import _per_job, int_in
 
 _FRAME = re.compile(r'File "(?P<path>[^"\n]{1,4096})", line (?P<line>\d{1,9}) in (?P<func>\S{1,256})')
 #: py-spy's frame: "push_metrics (train.py:213)" (its path shortened to the module's place on sys.path);
@@ -165,3 +165,30 @@ def odd_loose_dump(job: JobModel) -> list[Event] | None:
     # (two dumps of one process: a SIGUSR1 dump, then the timeout's; its main thread's id and place)
     who = {(main_thread(d).get("tid"), str(next(iter(frames(main_thread(d))), ""))) for d in odd}
     return odd[-1] if len(who) == 1 and len(dumps) > len(odd) else None
+
+
+#: How far below a launcher's SIGTERM line a dump's first thread may start: right below it, or after one thread
+#: whose header another process's line cut in two ("Thread 0xW1128 ... Sending process 25481 ...").
+_SIGTERM_GAP = 40
+
+
+@_per_job
+def dumps_on_sigterm(job: JobModel) -> list[tuple[str, frozenset[int], list[Event]]]:
+    """(file, the pids stopped, the dump) for each dump no rank owns written right below a launcher's
+    SIGTERMs ("Sending process 25746 closing signal SIGTERM", one line per worker left, then
+    faulthandler's threads): a process that dumps its stacks on SIGTERM (``faulthandler.register``)
+    writes no rank with them, so only the launcher's lines say whose they may be."""
+    stops = [e for e in job.by_kind("elastic_sigterm") if int_in(e.get("pid")) is not None]
+    out = []
+    for dump in loose_dumps(job):
+        head = dump[0]
+        above = [e for e in stops if e.file == head.file and e.line < head.line]
+        if not above or head.line - above[-1].line > _SIGTERM_GAP:
+            continue
+        run = [above[-1]]
+        for e in reversed(above[:-1]):
+            if e.line < run[-1].line - 1:
+                break
+            run.append(e)
+        out.append((head.file, frozenset(int_in(e.get("pid")) for e in run), dump))
+    return out
