@@ -104,3 +104,12 @@ def test_every_rank_timed_out_in_one_collective_after_one_rank_alone_warned():
     report, dsy = _dsy1("t234_rs_shape_r1_w3_json_redirect")
     assert report.verdict["ranks"] == [1] and dsy.confidence == "medium"
     assert "all 3 ranks timed out in reduce_scatter, none missing" in dsy.summary
+
+
+def test_a_scalar_posted_against_a_small_models_gradient_chunk_is_the_aborted_ranks_own_extra_collective():
+    # t297_extra_metric_r1: console.log:20-21 gloo aborts rank 1 on "3396 vs 4" (849 times its 1-element buffer;
+    # torchrun's table: rank 1, exitcode -6) while ranks 0 and 2 lose it in the hand-written gradient all_reduce
+    # (train297.py:274, dist.all_reduce(flat)): rank 1 was alone in another collective (its extra loss all_reduce)
+    report, dsy = _dsy1("t297_extra_metric_r1_w4_tee")
+    assert report.verdict["ranks"] == [1]
+    assert "gloo aborted rank 1 on data of another size" in dsy.summary and "it posted a scalar" in dsy.summary

@@ -237,8 +237,9 @@ def mismatch_spared(job: JobModel) -> tuple[int, list[int]] | None:
 _SIZES = re.compile(r"(\d{1,15}) vs (\d{1,15})")
 #: A receive buffer this small is a scalar collective (a loss, a counter, a flag), never a gradient bucket.
 SCALAR_BYTES = 16
-#: A message this many times the scalar the receiver posted is no scalar of the same collective, padded.
-BIG_RATIO = 1000
+#: A message this many times the scalar the receiver posted is no scalar of the same collective, padded (a small
+#: model's gradient chunk: "3396 vs 4", 849 times).
+BIG_RATIO = 100
 
 
 @_per_job
@@ -246,7 +247,7 @@ def mismatch_apart(job: JobModel) -> tuple[int, list[Event]] | None:
     """(rank, evidence) when gloo aborted one rank that posted a scalar collective while every other rank
     that says where it was lost its peer at one and the same line of the script, a collective with no scalar:
     outside any torch.distributed call (autograd's backward, DDP's gradient all-reduce), or one whose data to
-    the aborted rank was a thousand times its scalar (a gradient chunk). The aborted rank was alone in another
+    the aborted rank was a hundred times its scalar (a gradient chunk). The aborted rank was alone in another
     collective (an extra all_reduce of a metric, a step its peers skipped): it deviated. Two of them at least,
     so that the others are a majority; none elsewhere."""
     from .sites import script_site  # (sites reads tracebacks, which read these statements' kinds)
@@ -265,7 +266,7 @@ def mismatch_apart(job: JobModel) -> tuple[int, list[Event]] | None:
             sites[st.rank] = site
     where = {s[0] for s in sites.values()}
     # Outside torch.distributed (autograd's backward: DDP's buckets), or an explicit collective whose sender sent
-    # a thousand times what a scalar holds: no scalar collective at that line, for one rank padded or not.
+    # a hundred times what a scalar holds: no scalar collective at that line, for one rank padded or not.
     big = int(sizes.group(1)) >= BIG_RATIO * int(sizes.group(2))
     if len(sites) < 2 or len(where) != 1 or (any(s[3] for s in sites.values()) and not big):
         return None
