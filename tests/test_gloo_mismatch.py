@@ -113,3 +113,14 @@ def test_a_scalar_posted_against_a_small_models_gradient_chunk_is_the_aborted_ra
     report, dsy = _dsy1("t297_extra_metric_r1_w4_tee")
     assert report.verdict["ranks"] == [1]
     assert "gloo aborted rank 1 on data of another size" in dsy.summary and "it posted a scalar" in dsy.summary
+
+
+def test_a_teardown_abort_after_a_lost_peer_is_not_the_rank_gloo_aborted():
+    # t297_extra_metric_r2: two SIGABRTs in torchrun's table (ranks 0 and 2). console.log:16-17 gloo's enforce
+    # ("4528 vs 4", no rank) and console.log:31 "terminate called without an active exception" right after rank 0's
+    # own lost-peer traceback (:18-30): rank 0 aborted tearing down; the rank the enforce aborted is rank 2, which
+    # posted a scalar while ranks 0 and 1 lost it in backward (train297.py:271). The line at :31 is no rank 2's.
+    report, dsy = _dsy1("t297_extra_metric_r2_w3_tee")
+    assert report.verdict["ranks"] == [2]
+    assert "gloo aborted rank 2 on data of another size" in dsy.summary and "it posted a scalar" in dsy.summary
+    assert not any(e.line == 31 for f in report.findings if f.rule == "RK1" for e in f.evidence)

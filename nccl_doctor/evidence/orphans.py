@@ -132,8 +132,11 @@ def pair_loose_traceback(job: JobModel, out: list[Failure], echo_ranks: set[int]
             # rank that was. A rank that had already timed out or lost a peer aborted while tearing
             # down: an echo.
             died = _died_of(job, file, signum)
-            if died is None and len(dead := _all_died_of(job, file, signum)) > 1 and dead <= echo_ranks:
-                drop.add(id(f))  # every rank the table says died of it had lost a peer first: their teardowns
+            if died is None and len(dead := _all_died_of(job, file, signum)) > 1 and (
+                    dead <= echo_ranks or (rest := dead - _aborted_by_gloo(job)) != dead and rest <= echo_ranks):
+                # every rank the table says died of it had lost a peer first: their teardowns (but the one
+                # gloo's own enforce aborted, whose words are its mismatch report, not this line)
+                drop.add(id(f))
                 continue
             if died is None and not exits:
                 died = _only_quiet_rank(job, file, echo_ranks)
@@ -275,6 +278,14 @@ def _dump_signal(f: Failure) -> int | None:
     if ev.kind != "signal" or ev.get("sig") != "Fatal Python error":
         return None
     return _DUMPED_SIGNALS.get(str(ev.get("detail") or "").strip())
+
+
+def _aborted_by_gloo(job: JobModel) -> set[int]:
+    """The one rank gloo's size check aborted (statements.lone_abort), as a set."""
+    from .statements import lone_abort  # (statements reads failures, which read this module)
+
+    rank = lone_abort(job)
+    return set() if rank is None else {rank}
 
 
 def _died_of(job: JobModel, file: set[str], signum: int) -> int | None:

@@ -198,8 +198,16 @@ def aborted_in_tables(job: JobModel) -> set[int]:
 @_per_job
 def lone_abort(job: JobModel) -> int | None:
     """The one rank gloo aborted on a size mismatch (its report's rank, or a launcher's SIGABRT row), else None."""
+    from .sites import script_site  # (sites reads tracebacks, which read these statements' kinds)
+
     torn, _ = mismatch_reports(job)
-    aborted = ({global_rank(job, e) for e in torn} - {None}) | aborted_in_tables(job)
+    named = {global_rank(job, e) for e in torn} - {None}
+    aborted = named | aborted_in_tables(job)
+    if torn and not named and len(aborted) > 1:
+        # A rank that raised a lost peer in Python, then died by SIGABRT ("terminate called without an active
+        # exception" at its teardown), was not the receiver gloo's enforce aborted: that one raised nothing.
+        known = job.known_ranks()
+        aborted = {r for r in aborted if r not in known or script_site(known[r]) is None}
     return next(iter(aborted)) if torn and len(aborted) == 1 else None
 
 
