@@ -177,6 +177,15 @@ def _link_pid_files(events: list[Event], uf: _Union) -> None:
         ranks = host_pid_ranks.get((key[1].split(".", 1)[0], key[2]), set())
         if len(ranks) == 1:
             uf.union(("rank", next(iter(ranks))), key)
+    # A process its lines know by pid only (a logging format's "[pid 6753]"), in the console whose failure
+    # table lists that pid: that row's rank (the table's workers are the console's node's).
+    console_pid_ranks: dict[tuple, set[int]] = defaultdict(set)
+    for ev in _table_rows(events):
+        console_pid_ranks[(stream_console(ev.file), ev.get("pid"))].add(ev.get("rank"))
+    for key in [k for k in uf.parent if k[0] == "lpid" and k[2] is None]:
+        ranks = console_pid_ranks.get((stream_console(key[1]), key[3]), set())
+        if len(ranks) == 1:
+            uf.union(("rank", next(iter(ranks))), key)
     for key in [k for k in uf.parent if k[0] == "file"]:
         stem = os.path.basename(key[1]).rsplit(".", 1)[0]
         hits = {int(n) for n in _NUMBER.findall(stem)} & pid_ranks.keys()
