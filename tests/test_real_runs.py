@@ -201,9 +201,6 @@ KNOWN_WRONG = {
                                               "before gloo aborts it in rank 0's broadcast ('128 vs 52'); with two "
                                               "ranks the root sending more reads the same, and an INFO line is no "
                                               "warning",
-    "t225_extraflag_r0_w2_printrank_logdir": "rank 0 alone all-reduces a stop flag (train225.py:184, from :241) and "
-                                             "alone times out; rank 1 loses it in the every-step broadcast (:132): "
-                                             "two ranks waiting at two lines, no majority to say whose line is odd",
     "t228_size_broadcast_r0_w2_redirect": "rank 0, the broadcast's root, sends a 17-entry shard order (console.log:45 "
                                           "'(17 shards)', after 16 in epochs 0 and 1) into rank 1's 16-entry buffer: "
                                           "gloo aborts rank 1 ('136 vs 128'); two ranks, and only the change across "
@@ -236,12 +233,6 @@ KNOWN_WRONG = {
                                            "out first by milliseconds, rank 0 loses it: with two ranks in two "
                                            "collectives, only the epoch lengths and rank 1's padding warning tell "
                                            "which one strayed (no rank is named)",
-    "t267_barrier_ckpt_r0_w2_ddp_json_split": "rank 0 alone saves a checkpoint after step 10 and waits in a barrier its "
-                                              "branch alone calls (console.err:5-16, train267.py:237); rank 1 went on "
-                                              "into step 11's DDP all_reduce (console.err:17-29, loss.backward) and "
-                                              "loses it when rank 0 times out: with two ranks at two lines, only which "
-                                              "call is routine (every step's backward) tells who strayed; no rank is "
-                                              "named (it named rank 1, 'lagged behind', before this session)",
     "t267_skipval_r2_w3_ddp_split": "a WARNING no record names says 'skipping validation this round' (console.out:19); "
                                     "rank 0 is in validate's all_reduce (console.err:9-22), rank 1 aborted on '4520 vs "
                                     "4' (expecting validation's 4 bytes, sent a gradient bucket), rank 2 says nothing "
@@ -265,10 +256,6 @@ KNOWN_WRONG = {
                                        "[1, 3] (gpu-a01.out:2-3 lists the groups); rank 2, rank 0's one DP partner, "
                                        "waits at :273 and loses rank 0 when it times out: the rank at an earlier line "
                                        "is the victim of its group partner's skip, not late (it is read as lagged)",
-    "t288_barrier_r0_w2_split": "rank 0 alone waits in a barrier inside its checkpoint work (console.err:5-17, "
-                                "train288.py:205, after 'saved checkpoint ckpt-00015.pt', a line only rank 0 prints) "
-                                "while rank 1 is in the every-step gradient all_reduce (:140): as t267_barrier_ckpt, "
-                                "two ranks at two lines and only which call is routine tells who strayed",
     "t288_gather_r2_w3_ddp_split": "gloo aborts rank 2 alone ('32 vs 20', SIGABRT, torchrun's root cause) right "
                                    "after a WARNING no record names: 'last eval batch is partial (5 of 8 samples), "
                                    "gathering it as is' (console.out:21); ranks 0 and 1 are SIGTERMed without a "

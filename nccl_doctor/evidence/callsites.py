@@ -88,6 +88,46 @@ def two_sites(job: JobModel) -> TwoSites | None:
     return TwoSites(sides, events)
 
 
+@dataclass(slots=True, frozen=True)
+class BranchAlone:
+    rank: int
+    site: str
+    said: Event  # its last line: an action the other rank never took
+    other: int
+    other_site: str
+    events: list[Event]
+
+
+@_per_job
+def branch_alone(job: JobModel) -> BranchAlone | None:
+    """Of two ranks waiting at two collectives (two_sites), the one whose last line before it is an action of a
+    phase the other rank never logged in the whole run (rank 0's "saved checkpoint", then a barrier), while the
+    other's last line is a training step: its collective stands in a branch only it took (a barrier or a flag's
+    all_reduce inside ``if rank == 0:``), the commonest form of this bug; the other went on to its next step's
+    collective. A skipped collective of the common path would read the same, and is much rarer."""
+    two = two_sites(job)
+    if two is None:
+        return None
+    known = job.known_ranks()
+    (a, site_a), (b, site_b) = two.sides
+    last = {r: _last_said(known.get(r)) for r in (a, b)}
+    for me, mine, other, theirs in ((a, site_a, b, site_b), (b, site_b, a, site_a)):
+        said, their_last = last[me], last[other]
+        if said is None or their_last is None or said.kind != "train_phase" or their_last.kind != "train_step":
+            continue
+        if any(e.kind == "train_phase" and e.get("phase") == said.get("phase") for e in known[other].events):
+            continue
+        return BranchAlone(me, mine, said, other, theirs, [said, *two.events])
+    return None
+
+
+def _last_said(st) -> Event | None:
+    """A rank's last step or phase line (before the traceback of its wait)."""
+    if st is None:
+        return None
+    return next((e for e in reversed(st.events) if e.kind in ("train_step", "train_phase")), None)
+
+
 def _in_collective(site: tuple[tuple[str, int], Event, Event, bool]) -> bool:
     """The rank's echo was raised in a collective: its traceback goes through torch.distributed, or it
     timed out or lost its peer (DDP's all-reduce under loss.backward() shows no torch.distributed frame;

@@ -11,7 +11,7 @@ from ..events import Event
 from ..model import JobModel
 from . import facts
 from .behind import stopped_short
-from .callsites import odd_call_site, two_sites
+from .callsites import branch_alone, odd_call_site, two_sites
 from .facts import name_ranks
 from .oddsetting import odd_setting
 from .oddwarn import odd_warning, skipped_collective
@@ -164,3 +164,14 @@ def apart(job: JobModel) -> list[Mismatch]:
     return [(f"the two ranks waited in two different collectives, {said}: one took a code path the other did "
              "not (a collective in a rank-dependent branch, or one skipped), and nothing in the logs says which "
              "strayed", [], [], two.events, [])]
+
+
+def alone_in_a_branch(job: JobModel) -> list[Mismatch]:
+    """Of two ranks at two collectives, the one that waited right after an action only it took (callsites.branch_alone)."""
+    odd = branch_alone(job)
+    if odd is None:
+        return []
+    return one_rank(job, odd.rank, f"rank {odd.rank} waited at {odd.site} right after \"{_quoted(odd.said)}\", a "
+                    f"{odd.said.get('phase') or 'phase'} line rank {odd.other} never wrote, while rank {odd.other} had "
+                    f"gone on to its next step's collective at {odd.other_site}: a collective in a branch only rank "
+                    f"{odd.rank} took (a barrier or an all_reduce inside `if rank == {odd.rank}:`)", odd.events)
