@@ -15,10 +15,11 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ..events import Event
-from ..model import JobModel
+from ..model import JobModel, RankState
 from .causes import _PEER_GONE, _TIMEOUT_ECHOES
 from .endings import launcher_kills
 from .facts import _per_job
+from .sites import exc_text
 from .sites import script_site as _site
 from .timeouts import P2P_CALLS, c10d_call, timeouts_by_pg
 
@@ -52,7 +53,7 @@ def odd_call_site(job: JobModel) -> OddSite | None:
         top = next(site[0] for r, site in sites.items() if where[r] == top_func)
     rank = odd[0]
     key, frame, exc, in_c10d = sites[rank]
-    text = " ".join(str(v) for v in (exc.get("msg"), exc.get("err")) if v) or exc.text
+    text = exc_text(exc)
     if exc.kind not in _TIMEOUT_ECHOES and "imed out" not in text and "imeout" not in text \
             and (not in_c10d or rank in launcher_kills(job)):
         # it lost a peer outside any collective, or when the launcher stopped it (a SIGTERM handler's own
@@ -121,7 +122,7 @@ def branch_alone(job: JobModel) -> BranchAlone | None:
     return None
 
 
-def _last_said(st) -> Event | None:
+def _last_said(st: RankState | None) -> Event | None:
     """A rank's last step or phase line (before the traceback of its wait)."""
     if st is None:
         return None
@@ -133,7 +134,7 @@ def _in_collective(site: tuple[tuple[str, int], Event, Event, bool]) -> bool:
     timed out or lost its peer (DDP's all-reduce under loss.backward() shows no torch.distributed frame;
     a launcher's own SignalException is neither)."""
     _key, _frame, exc, in_c10d = site
-    text = " ".join(str(v) for v in (exc.get("msg"), exc.get("err")) if v) or exc.text
+    text = exc_text(exc)
     return in_c10d or exc.kind in _TIMEOUT_ECHOES or _PEER_GONE.search(text) is not None
 
 

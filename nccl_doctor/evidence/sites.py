@@ -25,7 +25,7 @@ def script_site(st: RankState) -> tuple[tuple[str, int], Event, Event, bool] | N
         exc = evs[i]
         if exc.kind not in _EXC_KINDS:
             continue
-        text = " ".join(str(v) for v in (exc.get("msg"), exc.get("err")) if v) or exc.text
+        text = exc_text(exc)
         if exc.kind == "python_exception" and not _CONSEQUENCE.search(text):
             return None  # its own error: a cause, told elsewhere
         frames = list(frames_above(evs, i, _EXC_KINDS))
@@ -33,3 +33,8 @@ def script_site(st: RankState) -> tuple[tuple[str, int], Event, Event, bool] | N
         in_c10d = any(f.kind == "torch_c10d_frame" for f in frames)
         return ((script_name(f), int(f.get("srcline") or 0)), f, exc, in_c10d) if f is not None else None
     return None
+
+
+def exc_text(exc: Event) -> str:
+    """What an exception line says: its message (and gloo's error text), else the line."""
+    return " ".join(str(v) for v in (exc.get("msg"), exc.get("err")) if v) or exc.text
