@@ -294,3 +294,12 @@ def test_the_job_line_counts_a_lost_nodes_host_the_verdict_names():
     d = analyze([str(RUNS / "t286_nodekill_r1_2x2_tee")]).to_dict()
     assert d["verdict"]["hosts"] == ["a100-sxm-17"]
     assert sorted(d["job"]["hosts"]) == ["a100-sxm-17", "a100-sxm-18"]
+
+
+def test_a_silent_rank_whose_last_line_says_training_finished_short_of_its_steps_left_early():
+    # t304_exit0_r0_2n: rank 0's own file (logs/rank0.log:6-8) ends "step 8/40 ...", "epoch 1/1 finished: 8 steps",
+    # "training finished" (it returned with status 0 on a truncated shard) while rank 1 lost its peer: it left early.
+    d = analyze([str(RUNS / "t304_exit0_r0_2n_rank0print_files")]).to_dict()
+    assert d["verdict"]["ranks"] == [0] and d["verdict"]["hosts"] == ["gpu-node-09"]
+    assert 'its last line says "training finished"' in d["verdict"]["summary"]
+    assert "it left the job early" in d["verdict"]["summary"]

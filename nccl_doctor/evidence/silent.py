@@ -164,6 +164,9 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
         elif (loop := repeated_failure(job, e.state)) is not None:
             why, conf, ended = (f"it wrote no error of its own but kept handling one, {loop.said()}, while {seen}: it was "
                                 "stuck repeating that and never reached the collective they waited in"), "high", "looping"
+        elif (done := _said_it_finished(e.state)) is not None:
+            why, conf, ended = (f"its last line says \"{done.text[:120]}\" while {seen}: it left the job early (a return "
+                                "or exit in the script, a shorter data shard)"), "high", "left"
         elif e.state is not None:
             why, conf = f"it wrote no error of its own while {seen}, and its lines stop there: it hung or left without a word", "high"
         else:
@@ -230,6 +233,20 @@ def _point_at_stacks(s: Suspect, suspects: int, job: JobModel) -> None:
                      f"one process's were not waiting in a collective: it was {stacks.where(odd)}, most likely "
                      "this rank")
         s.events = [*s.events, main]
+
+
+def _said_it_finished(st: RankState | None):
+    """The rank's last line, when it says its training ended ("training finished") short of the steps it planned
+    (its last step line "step 8/40"): it returned early, no hang. (A rank that finished every step it planned
+    finished a later attempt, or the job.)"""
+    last = st.events[-1] if st is not None and st.events else None
+    if last is None or last.kind != "train_phase" or last.get("phase") != "training" or last.get("state") != "end":
+        return None
+    steps = [(int_in(e.get("step")), int_in(e.get("total"))) for e in st.events if e.kind == "train_step"][-2:]
+    if not steps or None in steps[-1]:
+        return None
+    (at, total), stride = steps[-1], steps[-1][0] - steps[0][0] if len(steps) == 2 and steps[0][0] is not None else 1
+    return last if at < total - max(1, stride) else None  # (short of its last step line's next print)
 
 
 def _dump_on_sigterm(job: JobModel, s: Suspect) -> list | None:
