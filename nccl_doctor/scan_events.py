@@ -66,6 +66,8 @@ def make_event(kind: str, fields: dict, lf: dict, path: str, line_no: int, text:
             fields.setdefault("stream_pid", lf["stream_pid"])
         if "excerpt_of" in lf:  # grep's "file:line:" prefix: the file the line came from
             fields.setdefault("excerpt_of", lf["excerpt_of"])
+        if "coords" in lf:  # a script's "[tp=1 dp=0]": the writer's place in its parallel groups (model/links)
+            fields.setdefault("coords", lf["coords"])
         if kind == "traceback_start" and "torch_rank" in lf.get("launchers", ()):
             fields["hook"] = "torch"  # torch's "[rank3]:" before each line: its hook for an uncaught exception
     # positional: this runs once per event (kind, file, line, host, pid, cuda_dev, rank, local_rank, ts, fields, text)

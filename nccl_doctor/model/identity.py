@@ -21,7 +21,7 @@ from functools import lru_cache
 from ..events import Event, by_place
 from .hosts import labels_that_are_no_host
 from .leftover import the_one_rank_left
-from .links import _Union, link_launcher_maps, shared_local_labels, stated_rank
+from .links import _Union, link_launcher_maps, shared_local_labels, stated_rank, stream_console
 from .numbered import local_named, numbered_ranks
 from .relays import HOST_BLOCK_KINDS, headed_sources, pssh_blocks, relay_writers, relaying_streams
 
@@ -110,6 +110,9 @@ def _keys(ev: Event, file_has_labels: bool) -> list[tuple]:
         keys.append(("logdir", *slot))
     if ev.host is not None and ev.pid is not None:
         keys.append(("proc", ev.host, ev.pid))
+    coords = ev.fields.get("coords")
+    if coords is not None and ev.rank is None:
+        keys.append(("coords", stream_console(ev.file), coords))  # (model/links: the place's rank, by the mesh)
     lpid = ev.fields.get("launcher_pid")
     if lpid is not None:
         # A launcher prefix that names the pid but no host (Ray's "(RayTrainWorker pid=N, ip=A)"):
@@ -161,7 +164,7 @@ def _unnamed_class(ev: Event):
 
 #: The fields that name a writer besides the event's own (launcher's pid and address, journal stream,
 #: the file an excerpt's line came from).
-_SIG_KEYS = frozenset(("launcher_pid", "launcher_ip", "stream_pid", "excerpt_of"))
+_SIG_KEYS = frozenset(("launcher_pid", "launcher_ip", "stream_pid", "excerpt_of", "coords"))
 
 
 def build_processes(events: list[Event], world: int | None) -> list[Proc]:
@@ -194,10 +197,10 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
     for ev in events:
         f = ev.fields
         if _SIG_KEYS.isdisjoint(f):  # (most events: none of those keys, one C-level test instead of four gets)
-            sig = (ev.file, ev.host, ev.pid, ev.rank, ev.local_rank, None, None, None, None)
+            sig = (ev.file, ev.host, ev.pid, ev.rank, ev.local_rank, None, None, None, None, None)
         else:
             sig = (ev.file, ev.host, ev.pid, ev.rank, ev.local_rank, f.get("launcher_pid"), f.get("launcher_ip"),
-                   f.get("stream_pid"), f.get("excerpt_of"))
+                   f.get("stream_pid"), f.get("excerpt_of"), f.get("coords"))
         named = ev.pid is not None or ev.rank is not None or ev.local_rank is not None
         if not named:
             # An event naming no writer: its keys follow from the same signature and what its kind

@@ -324,7 +324,51 @@ def _link_one_rank_files(events: list[Event], uf: _Union) -> None:
             uf.union(("rank", r), ("file", f))
 
 
+#: The order of a device mesh's dimensions, outermost first: tensor-parallel ranks are neighbours (Megatron's and
+#: torchtitan's default; "rank grid (dp x tp)", "stage s, replica d = rank s*2+d").
+_MESH_ORDER = ("pp", "dp", "cp", "ep", "tp")
+
+
+def _link_group_coords(events: list[Event], uf: _Union) -> None:
+    """A console whose records name their writer by its place in the parallel groups only ("[tp=1 dp=0]"): the
+    place's rank, by the mesh's usual order (tensor-parallel innermost, pipeline outermost), when the places seen
+    fill the whole mesh (one rank each, the mesh's size the world's as the script states it) and no line naming both
+    a rank and a place contradicts the order."""
+    keys = [k for k in uf.parent if k[0] == "coords"]
+    if not keys:
+        return
+    worlds = {ev.get("world_size") for ev in events if ev.kind == "rank_world" and isinstance(ev.get("world_size"), int)}
+    said = {(stream_console(ev.file), ev.fields["coords"], ev.rank) for ev in events
+            if ev.rank is not None and ev.fields.get("coords") is not None}
+    by_console: dict[str, list[tuple]] = defaultdict(list)
+    for k in keys:
+        by_console[k[1]].append(k)
+    for console, ks in by_console.items():
+        places = {k[2]: dict(c.split("=") for c in k[2].split()) for k in ks}
+        dims = {tuple(sorted(p)) for p in places.values()}
+        if len(dims) != 1 or not set(next(iter(dims))) <= set(_MESH_ORDER):
+            continue
+        order = [d for d in _MESH_ORDER if d in next(iter(dims))]
+        sizes = [max(int(p[d]) for p in places.values()) + 1 for d in order]
+        size = 1
+        for n in sizes:
+            size *= n
+        if len(places) != size or (worlds and worlds != {size}):
+            continue
+        rank_of = {}
+        for text, p in places.items():
+            r = 0
+            for d, n in zip(order, sizes, strict=True):
+                r = r * n + int(p[d])
+            rank_of[text] = r
+        if any(c == console and rank_of.get(text, r) != r for c, text, r in said):
+            continue  # (the script numbers its mesh otherwise)
+        for k in ks:
+            uf.union(("rank", rank_of[k[2]]), k)
+
+
 def link_launcher_maps(events: list[Event], uf: _Union) -> None:
+    _link_group_coords(events, uf)
     _link_stream_pairs(events, uf)
     _link_one_rank_files(events, uf)
     _link_local_to_global(events, uf)
