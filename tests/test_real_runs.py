@@ -188,10 +188,6 @@ KNOWN_WRONG = {
                                           "out in recv(src=prev) (console.log:26-33), ranks 0-1 are silent and "
                                           "SIGTERMed; only the script's layout line ('rank s*2+d') maps 'prev' to "
                                           "rank 0, which no general reading does",
-    "t219_skip_r1_tp2dp2_dpgrad_coords_split": "rank 1's lone 'found inf/nan in gradients, skipping update' "
-                                               "(console.out:16) carries only mesh coordinates '[tp=1 dp=0]'; "
-                                               "mapping them to rank 1 needs the DeviceMesh's strides "
-                                               "(console.out:6), which no reading does",
     "t222_bcast_r1_w2_logplain_split": "rank 1's shard list is one short, so its buffer for rank 0's broadcast is: "
                                        "gloo aborts rank 1 ('64 vs 56', SIGABRT); with two ranks the root sending "
                                        "more reads the same, and rank 0's traceback is already in the next "
@@ -261,6 +257,14 @@ KNOWN_WRONG = {
                                    "gathering it as is' (console.out:21); ranks 0 and 1 are SIGTERMed without a "
                                    "word, so nothing says the collective was an all_gather (whose short receiver is "
                                    "the likelier deviator) rather than an all_reduce (where either side may be)",
+    "t306_callback_r1_w2_mn2_tee": "rank 1 is named (a step-end callback sleeping on trn-east-8) but not its host: "
+                                   "2 nodes x 1, rank 0's traceback and its node's table are trn-east-7's, so the "
+                                   "one worker trn-east-8's agent SIGTERMs (trn-east-8.log:31) is rank 1; only that "
+                                   "elimination gives the host, and the console holding the SIGTERM is not read so",
+    "t308_hang_r0_w4_2n_mr2_resume_split": "rank 0 is named (its shard read hung in attempt 0) but not its host: its "
+                                           "own start line 'host trn-c-07 pid 18779: rank 0 local_rank 0 ...' "
+                                           "(trn-c-07.out:1) is not read as rank 0's, so 'rank 0 wrote no line'; "
+                                           "trn-c-07's agent SIGTERMs pid 18779 (trn-c-07.err:14)",
 }
 
 
@@ -303,3 +307,17 @@ def test_a_silent_rank_whose_last_line_says_training_finished_short_of_its_steps
     assert d["verdict"]["ranks"] == [0] and d["verdict"]["hosts"] == ["gpu-node-09"]
     assert 'its last line says "training finished"' in d["verdict"]["summary"]
     assert "it left the job early" in d["verdict"]["summary"]
+
+
+@pytest.mark.parametrize(("run", "rank", "said"), [
+    # console.out:19 "[tp=1 dp=1] WARNING trainer: step 12: found inf/nan in local grads ..., skipping optimizer step";
+    # console.out:5 "rank grid (dp x tp): [[0, 1], [2, 3]]": tp=1 dp=1 is rank 3
+    ("t307_skip_r3_tp2dp2_coords_split", 3, "skipping optimizer step"),
+    # console.out: "INFO lm.train: [tp=1 dp=0] ... skipping update" after the logger's name; the mesh
+    # "DeviceMesh((dp=2, tp=2), 'cpu', stride=(2, 1))": tp=1 dp=0 is rank 1
+    ("t219_skip_r1_tp2dp2_dpgrad_coords_split", 1, "skipping update"),
+])
+def test_records_tagged_only_with_group_coordinates_are_the_ranks_the_mesh_gives(run, rank, said):
+    d = analyze([str(RUNS / run)]).to_dict()
+    assert d["verdict"]["ranks"] == [rank]
+    assert said in d["verdict"]["summary"]
