@@ -261,10 +261,6 @@ KNOWN_WRONG = {
                                    "2 nodes x 1, rank 0's traceback and its node's table are trn-east-7's, so the "
                                    "one worker trn-east-8's agent SIGTERMs (trn-east-8.log:31) is rank 1; only that "
                                    "elimination gives the host, and the console holding the SIGTERM is not read so",
-    "t308_hang_r0_w4_2n_mr2_resume_split": "rank 0 is named (its shard read hung in attempt 0) but not its host: its "
-                                           "own start line 'host trn-c-07 pid 18779: rank 0 local_rank 0 ...' "
-                                           "(trn-c-07.out:1) is not read as rank 0's, so 'rank 0 wrote no line'; "
-                                           "trn-c-07's agent SIGTERMs pid 18779 (trn-c-07.err:14)",
 }
 
 
