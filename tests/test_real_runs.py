@@ -257,10 +257,6 @@ KNOWN_WRONG = {
                                    "gathering it as is' (console.out:21); ranks 0 and 1 are SIGTERMed without a "
                                    "word, so nothing says the collective was an all_gather (whose short receiver is "
                                    "the likelier deviator) rather than an all_reduce (where either side may be)",
-    "t306_callback_r1_w2_mn2_tee": "rank 1 is named (a step-end callback sleeping on trn-east-8) but not its host: "
-                                   "2 nodes x 1, rank 0's traceback and its node's table are trn-east-7's, so the "
-                                   "one worker trn-east-8's agent SIGTERMs (trn-east-8.log:31) is rank 1; only that "
-                                   "elimination gives the host, and the console holding the SIGTERM is not read so",
 }
 
 
