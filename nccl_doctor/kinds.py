@@ -168,6 +168,8 @@ KINDS: dict[str, str] = {
     "self_pid": "self_pid: a rank's start-up line naming its own pid ('started on vm pid 13022')",
     "stall_report": "stale, stale_from, stale_adj: the job's own hang monitor naming the rank it saw stop ('rank 2 "
                     "heartbeat stale for 8.5 s', 'no progress from rank 1 since ...'); never the writer's rank",
+    "dtype_note": "what: a rank's own word that it switched a tensor's dtype ('accumulating ... in float64', 'enabling "
+                  "bf16 autocast'): one rank alone saying so before a size mismatch deviated",
     "shape_note": "what: a rank's own word that it padded, truncated or cut short its data ('padded to 24 with pad "
     "id 64', 'using a partial batch'), before anything failed",
     "numeric_warning": "what: a rank's own word that a value of its went non-finite or overflowed ('non-finite local "

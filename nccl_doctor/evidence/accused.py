@@ -68,6 +68,8 @@ _LISTED = re.compile(r"\s?[:=]\s?[-+]?\d")
 #: A collective's source rank as its receivers name it ("payload from src=1 failed validation").
 _SENDER = re.compile(r"\b(?:src|source|sender)(?: rank)?[ =:]{1,3}(\d{1,7})\b")
 _UNPICKLED = re.compile(r"\bCan't get attribute '[\w.]{1,200}' on <module '")
+#: Errors decoding serialized data (JSON, pickle, text): what a rank received was cut short or corrupt.
+_UNDECODED = re.compile(r"\b(?:json\.decoder\.)?JSONDecodeError: |\b(?:_pickle\.)?UnpicklingError: |\bUnicodeDecodeError: ")
 _SIZES = re.compile(r"appears not to match (?:sizes|strides) of the same param in process (?P<ref>\d{1,7})")
 
 
@@ -145,15 +147,19 @@ def _sent_unpicklable(own: dict[int, Failure], world: int) -> tuple[list[int], F
     """The one rank that did not fail, when every other rank failed alike unpickling an object of a
     class their ``__main__`` does not define (pickle's "Can't get attribute 'Vocab' on <module
     '__main__' ...>"): an object collective (``broadcast_object_list``) from that rank, whose script
-    defines the class only where it runs (see module doc)."""
+    defines the class only where it runs (see module doc); or decoding, word for word alike, what they
+    received (a JSONDecodeError at one offset: a shard plan it broadcast cut short)."""
     if world < 3 or len(own) != world - 1:
         return None
     texts = {f.events[0].text for f in own.values() if f.events}
-    if len(texts) != 1 or not _UNPICKLED.search(next(iter(texts))):
+    if len(texts) != 1:
         return None
+    text = next(iter(texts))
+    said = "every other rank failed to unpickle the object it sent them" if _UNPICKLED.search(text) else \
+        "every other rank failed alike decoding the data it sent them (the same error at the same place: what they " \
+        "all received was cut short or corrupt, and it alone did not receive it)" if _UNDECODED.search(text) else None
     sender = set(range(world)) - set(own)
-    return (sorted(sender), own[min(own)], "every other rank failed to unpickle the object it sent them") \
-        if len(sender) == 1 else None
+    return (sorted(sender), own[min(own)], said) if said is not None and len(sender) == 1 else None
 
 
 def _named_by_one(own: dict[int, Failure], world: int) -> tuple[list[int], Failure, str] | None:

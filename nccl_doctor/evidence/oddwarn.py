@@ -24,7 +24,7 @@ from ..model import JobModel
 from .facts import _per_job
 from .launcher_facts import error_signature
 
-_WARNS = ("log_warning", "log_carry_on", "numeric_warning", "shape_note")
+_WARNS = ("log_warning", "log_carry_on", "numeric_warning", "shape_note", "dtype_note")
 #: Lines of a rank's own log that show it logs as the job runs (so a warning of its own would show).
 _LOGGING = ("train_step", "train_epoch", "train_phase", "rank_world", *_WARNS)
 

@@ -31,7 +31,7 @@ from .statements import _SIZES, TRANSPORT_MISMATCH, lone_abort, mismatch_reports
 from .timeouts import c10d_call
 
 #: A rank's own records that can say it did something the others did not.
-_RECORDS = ("log_warning", "log_carry_on", "numeric_warning", "log_error")
+_RECORDS = ("log_warning", "log_carry_on", "numeric_warning", "log_error", "dtype_note")
 #: gloo's allgather ring receives from the previous rank; its allreduce ring (and DDP's buckets) from the next.
 _GATHERS = frozenset(("all_gather", "all_gather_into_tensor", "all_gather_object", "_all_gather_base"))
 #: What a record says when it only reports the abort, a lost peer, a wait given up or the launcher's stop.
