@@ -257,6 +257,18 @@ KNOWN_WRONG = {
                                    "gathering it as is' (console.out:21); ranks 0 and 1 are SIGTERMed without a "
                                    "word, so nothing says the collective was an all_gather (whose short receiver is "
                                    "the likelier deviator) rather than an all_reduce (where either side may be)",
+    "t309_barrier_r1_w2_norank_logdir": "rank 1's end-of-epoch hook calls a barrier alone (console.log:22-25, "
+                                        "train309.py:213 in on_epoch_end) while rank 0 is in the every-step "
+                                        "gradient all_reduce (:253); rank 1 logs nothing of it, so no action line "
+                                        "marks its branch: two ranks at two collectives, no rank named",
+    "t309_skip_r0_w3_norank_tee": "rank 0 warns 'skipping batch at step 17' in a record no rank tags (console.log:8) "
+                                  "and later aborts ('23004 vs 4', its 4-byte metric all_reduce against a gradient "
+                                  "chunk); the warning is no known rank's, so nothing ties the skip to the abort",
+    "t311_skipmetric_r2_w3_norank_tee": "rank 1 aborts ('17416 vs 4') in the 4-byte loss all_reduce where rank 0 "
+                                        "waits too (train311.py:214); rank 2, silent and SIGTERMed, is the only rank "
+                                        "left to have sent the gradient chunk: by elimination it skipped; an extra "
+                                        "scalar on the aborted rank reads alike unless the others' line is known to "
+                                        "be the scalar one",
 }
 
 
