@@ -63,8 +63,9 @@ def state_for_pid(job: JobModel, pid: Any, host: str | None = None, file: str | 
     """The rank process with this pid (on this host, or writing to this file, when the pid alone is
     ambiguous: pids repeat across containers); None when unknown or still ambiguous."""
     key = int_in(pid) or -1
-    cands = _states_by_pid(job).get(key) or _states_by_earlier_pid(job).get(key, []) if job.kinds("elastic_restart") \
-        else _states_by_pid(job).get(key, [])
+    cands = _states_by_pid(job).get(key, [])
+    if not cands and job.kinds("elastic_restart"):
+        cands = _states_by_earlier_pid(job).get(key, [])
     if host:
         cands = [r for r in cands if _short_host(r.host) in (None, _short_host(host))]
     if len(cands) > 1 and file:

@@ -90,8 +90,7 @@ def name_the_erring_child(job: JobModel, out: list[Failure], echo_ranks: set[int
             quiet += [r for r in job.missing_ranks() if r not in own]  # a rank that wrote no line at all
         if not troubled or any(st.errors and st.rank not in echo_ranks for st in troubled) or len(quiet) != 1:
             continue
-        code = int_in(f.events[0].get("code"))
-        signalled = code is not None and (code < 0 or code > 128)
+        signalled = _signal_in(int_in(f.events[0].get("code"))) is not None
         if timed_out and not signalled:
             drop.add(id(f))  # a timed-out rank's exit: the quiet one was alive, hung
             continue
@@ -234,10 +233,17 @@ def _exit_signal(ex: Failure) -> int | None:
     """The signal a failed exit says its process died of (-9, 137: 9), else None. A process SIGKILLed writes
     nothing: a loose "terminate called ..." (SIGABRT) in its console is another process's."""
     for e in ex.events:
-        c = int_in(e.get("exitcode", e.get("code")))
-        if c is not None and (c < 0 or c > 128):
-            return -c if c < 0 else c - 128
+        sig = _signal_in(int_in(e.get("exitcode", e.get("code"))))
+        if sig is not None:
+            return sig
     return None
+
+
+def _signal_in(code: int | None) -> int | None:
+    """The signal an exit status says (a launcher's -9, a shell's 137: 9), else None."""
+    if code is None or 0 <= code <= 128:
+        return None
+    return -code if code < 0 else code - 128
 
 
 def _twin(f: Failure, fs: list[Failure]) -> Failure | None:

@@ -140,9 +140,9 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
             continue  # its log was not given: its silence here says nothing (see _not_given)
         ended = ""
         if len(node) == 1 and None not in node:
-            host = next(iter(node))
-            reported = any(file_host(job, ev.file) == host for ev in job.by_kind("elastic_failed", "elastic_cfe"))
-            why, conf = (f"every rank of {host} stopped with no error while {seen}" + (
+            lost = next(iter(node))
+            reported = any(file_host(job, ev.file) == lost for ev in job.by_kind("elastic_failed", "elastic_cfe"))
+            why, conf = (f"every rank of {lost} stopped with no error while {seen}" + (
                 ", and its launcher stopped them" if reported else ", and that node's log ends with no launcher "
                 "report: the node itself stopped (it died, lost power or its agent was killed)")), "high"
         elif e.how == "killed" and any(int_in(ev.get("exitcode")) in (-9, 137) for ev in e.events):
@@ -248,7 +248,9 @@ def _said_it_finished(st: RankState | None):
     steps = [(int_in(e.get("step")), int_in(e.get("total"))) for e in st.events if e.kind == "train_step"][-2:]
     if not steps or None in steps[-1]:
         return None
-    (at, total), stride = steps[-1], steps[-1][0] - steps[0][0] if len(steps) == 2 and steps[0][0] is not None else 1
+    at, total = steps[-1]
+    before = steps[0][0] if len(steps) == 2 else None
+    stride = at - before if before is not None else 1  # (its step lines' spacing: "step 4", "step 8")
     return last if at < total - max(1, stride) else None  # (short of its last step line's next print)
 
 

@@ -6,6 +6,7 @@ failure table), and Ray Train's worker-group table (worker pid -> rank).
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections import defaultdict
@@ -164,11 +165,15 @@ def _link_pid_files(events: list[Event], uf: _Union) -> None:
     host and pid only is that rank, and so is a file a process named after its pid (a script's
     ``logs/<host>-<pid>.log``) that no line of it ties to a rank (only a number of the file's name
     that is one listed pid, of one rank, links the file)."""
-    pid_ranks = table_pid_ranks(events)
-    if not pid_ranks:
+    rows = _table_rows(events)
+    if not rows:
         return
+    pid_ranks: dict[int, set[int]] = defaultdict(set)
     host_pid_ranks: dict[tuple, set[int]] = defaultdict(set)
-    for ev in _table_rows(events):
+    console_pid_ranks: dict[tuple, set[int]] = defaultdict(set)
+    for ev in rows:
+        pid_ranks[ev.get("pid")].add(ev.get("rank"))
+        console_pid_ranks[(stream_console(ev.file), ev.get("pid"))].add(ev.get("rank"))
         if ev.get("host"):
             host_pid_ranks[(str(ev.get("host")).split(".", 1)[0], ev.get("pid"))].add(ev.get("rank"))
     # A process known by the host and pid its lines name (a logging format's "[host:pid]"), of a
@@ -179,9 +184,6 @@ def _link_pid_files(events: list[Event], uf: _Union) -> None:
             uf.union(("rank", next(iter(ranks))), key)
     # A process its lines know by pid only (a logging format's "[pid 6753]"), in the console whose failure
     # table lists that pid: that row's rank (the table's workers are the console's node's).
-    console_pid_ranks: dict[tuple, set[int]] = defaultdict(set)
-    for ev in _table_rows(events):
-        console_pid_ranks[(stream_console(ev.file), ev.get("pid"))].add(ev.get("rank"))
     for key in [k for k in uf.parent if k[0] == "lpid" and k[2] is None]:
         ranks = console_pid_ranks.get((stream_console(key[1]), key[3]), set())
         if len(ranks) == 1:
@@ -350,9 +352,7 @@ def _link_group_coords(events: list[Event], uf: _Union) -> None:
             continue
         order = [d for d in _MESH_ORDER if d in next(iter(dims))]
         sizes = [max(int(p[d]) for p in places.values()) + 1 for d in order]
-        size = 1
-        for n in sizes:
-            size *= n
+        size = math.prod(sizes)
         if len(places) != size or (worlds and worlds != {size}):
             continue
         rank_of = {}
