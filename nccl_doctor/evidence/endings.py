@@ -33,9 +33,10 @@ from .causes import (
     classify,
     worker_exit_code,
 )
-from .exits import fail_ranks, forced_kills, state_for_pid, table_rank
+from .exits import forced_kills
 from .facts import _per_job, file_host, fmt_ranks, global_rank, int_in, plural, record_text
 from .failures import failures
+from .pids import fail_ranks, state_for_pid, table_rank
 from .recovery import clean_restart
 from .rendezvous import node_name
 from .sites import script_site

@@ -1,182 +1,35 @@
 """What a launcher's exit reports say: which rank they name, and whether an exit is the rank's own
 failure or the echo of someone else's.
 
-* ``state_for_pid`` / ``expand_tasks`` / ``fail_ranks``: which rank a report (pid, Slurm task list,
-  torchrun's failure table) names;
+(Which rank a report names, by pid, task list or failure-table row, is ``pids``.)
+
+* ``echo_only``: the ranks whose own errors are all echoes of another rank's failure;
 * ``echoed_exit``: an exit code 1 (Python's status after an uncaught exception) of a rank whose own
   error was an echo, or that has no line of its own in a job whose timed-out ranks also exited 1;
   an abort (-6) right after a C++ terminate whose what() was an echo;
 * ``forced_kills`` / ``forced_kill``: a worker the agent had to SIGKILL after its SIGTERM;
 * ``outside_sigterm``: a worker that died of a SIGTERM its agent did not send (a cause);
-* ``ds_spawned``: the global rank of each child a DeepSpeed launcher started, by its pid.
 
 Results are cached per job like the facts.
 """
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
-from typing import Any
 
 from ..events import Event
-from ..model import JobModel, RankState
-from ..model.identity import file_rank
-from ..model.links import expand_tasks, rank_list
+from ..model import JobModel
 from .causes import _OWN_ERRORS, _REPORTS, _TABLE_EXCEPTION, CAUSE_KINDS, classify, worker_exit_code
-from .facts import _per_job, global_rank, host_of, int_in, owner
+from .facts import _per_job, global_rank, int_in, owner
+from .pids import fail_ranks
 from .timeouts import timeouts_by_pg
+from .tracebacks import handled, heads_traceback
 
 #: Sets for the per-event tests below (tuples are searched one by one).
 _OWN = frozenset(_OWN_ERRORS)
 _OWN_OR_CAUSE = (_OWN | frozenset(CAUSE_KINDS)) - frozenset(_REPORTS)
 #: Exceptions a launcher raises about its children (torchrun's own traceback ends in one of them).
 _LAUNCHER_TYPES = ("ChildFailedError", "SignalException")
-
-
-def _short_host(host: str | None) -> str | None:
-    return host.split(".", 1)[0] if host else None  # NCCL cuts at the first dot, torchrun's fqdn does not
-
-
-@_per_job
-def _states_by_pid(job: JobModel) -> dict[int, list[RankState]]:
-    out: dict[int, list[RankState]] = defaultdict(list)
-    for r in job.ranks:
-        if r.pid is not None and r.rank is not None:
-            out[r.pid].append(r)
-    return out
-
-
-@_per_job
-def _states_by_earlier_pid(job: JobModel) -> dict[int, list[RankState]]:
-    """The ranks by the pids their own lines gave before their last one: a rank restarted by torchrun is
-    one state across its attempts, under its last process's pid."""
-    out: dict[int, list[RankState]] = defaultdict(list)
-    for r in job.ranks:
-        if r.pid is not None and r.rank is not None:
-            for pid in {e.pid for e in r.events if e.pid is not None and e.pid != r.pid}:
-                out[pid].append(r)
-    return out
-
-
-def state_for_pid(job: JobModel, pid: Any, host: str | None = None, file: str | None = None) -> RankState | None:
-    """The rank process with this pid (on this host, or writing to this file, when the pid alone is
-    ambiguous: pids repeat across containers); None when unknown or still ambiguous."""
-    key = int_in(pid) or -1
-    cands = _states_by_pid(job).get(key, [])
-    if not cands and job.kinds("elastic_restart"):
-        cands = _states_by_earlier_pid(job).get(key, [])
-    if host:
-        cands = [r for r in cands if _short_host(r.host) in (None, _short_host(host))]
-    if len(cands) > 1 and file:
-        cands = [r for r in cands if file in r.files]
-    return cands[0] if len(cands) == 1 else None
-
-
-#: The ranks a CheckpointException names ("CheckpointException ranks:dict_keys([2])").
-_CHECKPOINT_RANKS = re.compile(r"ranks:\s?dict_keys\(\[([\d, ]{1,400})\]\)")
-
-
-def fail_ranks(job: JobModel, ev: Event) -> list[int | None]:
-    """Global ranks a failure event speaks for (exit reports name theirs in the fields or by pid)."""
-    if ev.kind == "slurm_task_exit":
-        return list(expand_tasks(ev.get("tasks"))) or [None]
-    if ev.kind == "python_exception" and str(ev.get("exc_type") or "").endswith("CheckpointException"):
-        named = _CHECKPOINT_RANKS.search(str(ev.get("msg") or ""))
-        if named is not None:  # torch.distributed.checkpoint raises on every rank the ranks that failed
-            return [int(r) for r in re.findall(r"\d{1,7}", named.group(1))][:64] or [None]
-    if ev.kind in ("elastic_cfe", "mpi_abort") and int_in(ev.get("rank")) is not None:
-        return [int_in(ev.get("rank"))]
-    if ev.kind in ("worker_exit", "worker_mem_kill"):
-        return [_worker_rank(job, ev)]
-    if ev.kind == "unit_exit":
-        return [_unit_rank(job, ev)]
-    if ev.kind in ("elastic_failed", "elastic_cfe", "ds_exit", "oom_killer", "timer_reaped") \
-            and ev.get("pid") is not None:
-        st = state_for_pid(job, ev.get("pid"), ev.get("host") or host_of(job, ev), ev.file)
-        if st is not None:
-            return [st.rank]
-        said = self_pid_rank(job, int_in(ev.get("pid")))
-        if said is not None and ev.kind in ("oom_killer", "timer_reaped"):
-            return [said]  # (a kernel's or a timer's kill of a pid only the rank's own line names)
-        if ev.kind == "elastic_failed" and (ev.file, int_in(ev.get("pid"))) in _table_ranks(job):
-            return [_table_ranks(job)[(ev.file, int_in(ev.get("pid")))]]
-        if ev.kind == "elastic_failed" and int_in(ev.get("local_rank")) is not None and _one_agent_for_all(job):
-            return [int_in(ev.get("local_rank"))]  # one agent ran every rank: its local ranks are the ranks
-    return [global_rank(job, ev)]
-
-
-@_per_job
-def _one_agent_for_all(job: JobModel) -> bool:
-    """One torchrun agent wrote every agent line, and the workers it stopped or saw fail are as many as
-    the job's ranks: a job of one node, whose local ranks are its global ranks (no failure table needed:
-    a driver that catches ChildFailedError never prints it)."""
-    agents = {e.get("agent_pid") for e in job.by_kind("elastic_failed", "elastic_sigterm") if e.get("agent_pid")}
-    if len(agents) != 1 or not job.ranks_expected:
-        return False
-    workers = {int_in(e.get("pid")) for e in job.by_kind("elastic_failed", "elastic_sigterm")} - {None}
-    return len(workers) == job.ranks_expected
-
-
-#: How a home-grown launcher names a worker by its index (else by its pid: "child 3887").
-_INDEX_WORDS = ("worker", "rank", "gpu", "proc")
-
-
-def _worker_rank(job: JobModel, ev: Event) -> int | None:
-    """The rank a home-grown launcher's exit report is about: the worker's index, or its pid as the
-    launcher's own "started rank 3 as pid 3887" names it, or as the process's lines do."""
-    word = str(ev.get("word") or "").lower()
-    if word in _INDEX_WORDS:
-        return int_in(ev.get("who"))
-    pid = int_in(ev.get("pid")) if ev.get("pid") is not None else int_in(ev.get("who"))
-    started = started_rank(job, pid, ev.file)
-    if started is not None:
-        return started
-    st = state_for_pid(job, pid, host_of(job, ev), ev.file)
-    if st is not None:
-        return st.rank
-    if word not in ("child", "pid", "") and ev.rank is None and int_in(ev.get("who")) is not None:
-        return int_in(ev.get("who"))  # the launcher's own name for it, with its index ("trainer-3")
-    return ev.rank  # the report's own rank tag names the child (Lightning's observer: "[rank: 1] Child process ...")
-
-
-def _unit_rank(job: JobModel, ev: Event) -> int | None:
-    """The rank a container's or service's exit report is about: the one rank whose lines carry that
-    container's name (docker compose's prefix names each line's container), else the rank its name
-    states (``ddp-rank1-1``, as a file's name would); a templated service's
-    instance number ("train@2.service"), as a launcher's worker index, when that rank ran on the
-    host the report comes from."""
-    name = ev.get("container")
-    if name is not None:
-        ranks = {st.rank for st in job.ranks if st.host == name}
-        if not ranks:  # no line carries the container's name: a name that states a rank ("ddp-rank1-1")
-            ranks = {file_rank(str(name))}
-        return next(iter(ranks)) if len(ranks) == 1 else None
-    instance = int_in(ev.get("instance"))
-    st = job.known_ranks().get(instance) if instance is not None else None
-    if st is None or (ev.host and st.host and st.host != ev.host):
-        return None
-    return instance
-
-
-def _folder(path: str) -> str:
-    return path.rpartition("/")[0]
-
-
-@_per_job
-def _started_pids(job: JobModel) -> dict[tuple[str | None, int | None], int]:
-    """(folder, pid) -> the rank a home-grown launcher says it started as that pid (worker_started), or
-    reports by index and pid as it exits ("rank 1 (pid 7839) exited with status 152"), and (None, pid) for
-    the pid anywhere; a pid it names for two ranks names none."""
-    seen: dict[tuple[str | None, int | None], set[int]] = defaultdict(set)
-    for ev in job.by_kind("worker_started", "worker_exit"):
-        if ev.kind == "worker_exit" and (ev.get("pid") is None or str(ev.get("word") or "").lower() not in _INDEX_WORDS):
-            continue
-        who = int_in(ev.get("who")) if ev.get("who") is not None else int_in(ev.get("who2"))
-        if who is not None:
-            seen[(_folder(ev.file), int_in(ev.get("pid")))].add(who)
-            seen[(None, int_in(ev.get("pid")))].add(who)
-    return {k: next(iter(v)) for k, v in seen.items() if len(v) == 1}
 
 
 #: Lines apart that one OOM event's kills are printed at most (the kernel's or an event list's rows).
@@ -196,30 +49,6 @@ def oom_collateral(job: JobModel, ev: Event) -> bool:
                for o in job.by_kind("oom_killer"))
 
 
-def self_pid_rank(job: JobModel, pid: int | None) -> int | None:
-    """The one rank whose own line names this pid as its own ("started on vm pid 13022", "rank 2 |
-    pid 14087 | ..."): what ties a kill report to a rank whose lines carry no pid."""
-    owners = {global_rank(job, e) for e in job.by_kind("self_pid") if pid is not None and e.get("self_pid") == pid}
-    owners.discard(None)
-    return next(iter(owners)) if len(owners) == 1 else None
-
-
-def started_rank(job: JobModel, pid: int | None, file: str | None = None) -> int | None:
-    """The rank a launcher's "started rank 3 as pid 3887" gives this pid (in ``file``'s folder)."""
-    return _started_pids(job).get((_folder(file) if file else None, pid))
-
-
-@_per_job
-def _table_ranks(job: JobModel) -> dict[tuple[str, int | None], int]:
-    """(file, pid) -> global rank from torchrun's failure table (each row names rank and pid); pids
-    that the table gives to two ranks are left out."""
-    seen: dict[tuple[str, int | None], set[int]] = defaultdict(set)
-    for ev in job.by_kind("elastic_cfe"):
-        if int_in(ev.get("pid")) is not None and int_in(ev.get("rank")) is not None:
-            seen[(ev.file, int_in(ev.get("pid")))].add(int_in(ev.get("rank")))  # type: ignore[arg-type]
-    return {k: next(iter(v)) for k, v in seen.items() if len(v) == 1}
-
-
 def _row_says_echo(job: JobModel, ev: Event) -> bool:
     """torchrun's failure-table row for the pid of an ``elastic_failed`` line (same file) quotes the
     worker's exception (``@record``: "traceback : RuntimeError: ... Connection closed by peer"), and it
@@ -230,9 +59,28 @@ def _row_says_echo(job: JobModel, ev: Event) -> bool:
                for r in rows)
 
 
-def table_rank(job: JobModel, file: str, pid: int | None) -> int | None:
-    """The rank torchrun's failure table in ``file`` gives this pid."""
-    return _table_ranks(job).get((file, pid))
+def echo_only(job: JobModel, job_timed_out: bool, timed: set[int]) -> tuple[set[int], set[int]]:
+    """(id() of states, ranks) whose own errors are all echoes of another rank's failure (a timeout,
+    a peer that closed the socket, gloo's "Timed out waiting"), with no cause of their own."""
+    states: set[int] = set()
+    ranks: set[int] = set()
+    caused: set[int] = set()
+    for st in job.ranks:
+        rank_timed = id(st) in timed
+        own = [e for e in st.events if e.kind in _OWN_OR_CAUSE
+               and not (e.kind == "log_error" and heads_traceback(job, e))  # (its exception says)
+               and not handled(job, e)]  # (what a handler dealt with and went on from)
+        if any(teardown_terminate(e) for e in own) and \
+                any(e.kind != "cpp_terminate" and classify(e, job_timed_out, rank_timed) is None for e in own):
+            own = [e for e in own if not teardown_terminate(e)]  # its teardown after an echo of its own
+        if any(classify(e, job_timed_out, rank_timed) is not None for e in own):
+            if st.rank is not None:
+                caused.add(st.rank)
+        elif rank_timed or any(e.kind in _OWN for e in own):
+            states.add(id(st))
+            if st.rank is not None:
+                ranks.add(st.rank)
+    return states, ranks - caused
 
 
 def echoed_exit(job: JobModel, ev: Event, echo: tuple[set[int], set[int]]) -> bool:
@@ -399,29 +247,6 @@ def _only_echoes_unclaimed(job: JobModel, file: str) -> bool:
     claimed = {(e.get("exc_type"), e.get("msg")) for e in own if getattr(owner(job, e), "rank", None) is not None}
     loose = [e for e in loose if (e.get("exc_type"), e.get("msg")) not in claimed]
     return bool(loose) and all(classify(e, True, False) is None for e in loose)
-
-
-_DS_HOST_RANKS = re.compile(r"""['"]([^'"]{1,253})['"]: \[([\d, ]{0,100000})\]""")
-
-
-@_per_job
-def ds_spawned(job: JobModel) -> dict[tuple[str, int | None], int]:
-    """(launcher file, pid) -> global rank of the children a DeepSpeed launcher started ("process N
-    spawned with command: [... '--local_rank=2']"), through its global_rank_mapping (host -> ranks):
-    the one host of a one-node map, or the host that prefixes the line (pdsh)."""
-    maps: dict[str, dict[str, list[int]]] = {}
-    for ev in job.by_kind("ds_rank_map"):
-        maps[ev.file] = {h: rank_list(r)
-                         for h, r in _DS_HOST_RANKS.findall(str(ev.get("map") or ""))}
-    out: dict[tuple[str, int | None], int] = {}
-    for ev in job.by_kind("ds_spawn"):
-        per_host, local = maps.get(ev.file), int_in(ev.get("local_rank"))
-        if not per_host or local is None:
-            continue
-        ranks = next(iter(per_host.values())) if len(per_host) == 1 else per_host.get(ev.host or "")
-        if ranks and local < len(ranks):
-            out[(ev.file, int_in(ev.get("pid")))] = ranks[local]
-    return out
 
 
 def srun_first_kill(job: JobModel, ev: Event) -> tuple[str, str] | None:

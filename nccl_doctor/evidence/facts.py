@@ -309,8 +309,8 @@ def int_in(value: object) -> int | None:
 # ---- timeouts, failures, suspects (their own modules; importable from here as before) -----------
 
 # Imported last: those modules build on the helpers above (and import them from here).
+from ..model.links import expand_tasks  # noqa: E402
 from .causes import CAUSE_KINDS, NETWORK_KINDS, classify  # noqa: E402
-from .exits import expand_tasks, state_for_pid  # noqa: E402
 from .failures import (  # noqa: E402
     Failure,
     failures,
@@ -318,6 +318,7 @@ from .failures import (  # noqa: E402
     job_failed,
     killed_ranks,
 )
+from .pids import state_for_pid  # noqa: E402
 from .silent import StoppedNode, silent_ranks, stopped_node  # noqa: E402
 from .suspects import (  # noqa: E402
     EARLY_SEQ,

@@ -25,18 +25,13 @@ from .alike import everyones, mesh_never_formed, without_common_complaints
 from .causes import _PEER_GONE, _REPORTS, CAUSE_KINDS, NETWORK_KINDS, classify
 from .dumps import dump_facts
 from .exits import (
-    _OWN,
-    _OWN_OR_CAUSE,
-    ds_spawned,
+    echo_only,
     echoed_exit,
-    expand_tasks,
-    fail_ranks,
     forced_kill,
     oom_collateral,
     outside_sigterm,
     silent_exits_together,
     srun_first_kill,
-    state_for_pid,
     teardown_terminate,
 )
 from .facts import (
@@ -57,6 +52,7 @@ from .numerics import spread_failures
 from .oddsetting import set_otherwise
 from .orphans import name_the_erring_child, pair_loose_traceback, told_twice
 from .outside import agent_signals, launcher_killed
+from .pids import ds_spawned, expand_tasks, fail_ranks, state_for_pid
 from .recovery import before_clean_restart, trained_between, trained_on
 from .rendezvous import (
     is_wrapper_echo,
@@ -70,7 +66,7 @@ from .rendezvous import (
 )
 from .teardown import harmless
 from .timeouts import timed_out_states, timeouts_by_pg, watchdog_kills
-from .tracebacks import CARRIES_ON, caught, chained_to_echo, handled, heads_traceback, ran_past
+from .tracebacks import CARRIES_ON, caught, chained_to_echo, heads_traceback, ran_past
 
 #: Which of a rank's error lines describes its failure best (lower is more specific).
 _SPECIFIC = {"cuda_oom": 0, "cuda_error": 0, "nccl_cuda_fail": 0, "nccl_alloc_fail": 0, "nccl_shm": 0,
@@ -127,30 +123,6 @@ def _file_hosts(job: JobModel) -> dict[str, set[str]]:
 def _only_host(job: JobModel, file: str) -> str | None:
     hosts = _file_hosts(job).get(file, set())
     return next(iter(hosts)) if len(hosts) == 1 else None
-
-
-def _echo_only(job: JobModel, job_timed_out: bool, timed: set[int]) -> tuple[set[int], set[int]]:
-    """(id() of states, ranks) whose own errors are all echoes of another rank's failure (a timeout,
-    a peer that closed the socket, gloo's "Timed out waiting"), with no cause of their own."""
-    states: set[int] = set()
-    ranks: set[int] = set()
-    caused: set[int] = set()
-    for st in job.ranks:
-        rank_timed = id(st) in timed
-        own = [e for e in st.events if e.kind in _OWN_OR_CAUSE
-               and not (e.kind == "log_error" and heads_traceback(job, e))  # (its exception says)
-               and not handled(job, e)]  # (what a handler dealt with and went on from)
-        if any(teardown_terminate(e) for e in own) and \
-                any(e.kind != "cpp_terminate" and classify(e, job_timed_out, rank_timed) is None for e in own):
-            own = [e for e in own if not teardown_terminate(e)]  # its teardown after an echo of its own
-        if any(classify(e, job_timed_out, rank_timed) is not None for e in own):
-            if st.rank is not None:
-                caused.add(st.rank)
-        elif rank_timed or any(e.kind in _OWN for e in own):
-            states.add(id(st))
-            if st.rank is not None:
-                ranks.add(st.rank)
-    return states, ranks - caused
 
 
 @_per_job
@@ -283,7 +255,7 @@ def failures(job: JobModel) -> list[Failure]:
     job_timed_out = bool(timeouts_by_pg(job)) or bool(watchdog_kills(job))
     timed = timed_out_states(job)
     by_rank = job.known_ranks()
-    echo = _echo_only(job, job_timed_out, timed)
+    echo = echo_only(job, job_timed_out, timed)
     merged: dict[tuple, Failure] = {}
     caught_errors: list[Event] = []  # (not ``handled``: that is tracebacks.handled, read above)
     said_by: dict[int, Event] = {}  # id(failure) -> the line its ``what`` comes from, when not its first
@@ -311,7 +283,7 @@ def failures(job: JobModel) -> list[Failure]:
                 (e.file, e.line) < (ev.file, ev.line) and classify(e, job_timed_out, False) is None for e in st.errors):
             continue  # a pipe or socket to a process that went away, after the rank had lost a peer: one more echo
         if teardown_terminate(ev) and st is not None and id(st) in echo[0]:
-            continue  # its teardown after an echo (see _echo_only)
+            continue  # its teardown after an echo (see exits.echo_only)
         cat, what = cls
         own = global_rank(job, ev)
         named = fail_ranks(job, ev)

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 from ..model import JobModel
 from ..model.links import stream_console
-from .exits import started_rank
 from .facts import first_ts, int_in
+from .pids import started_rank
 
 if TYPE_CHECKING:
     from .failures import Failure
@@ -112,7 +112,7 @@ def pair_loose_traceback(job: JobModel, out: list[Failure], echo_ranks: set[int]
     failure, told twice), else the one whose failed exit the launcher reports there (told twice
     too), else the one rank of that file's launcher table with no error line of its own. A fatal
     signal's dump goes to the rank the table says died of it (with no table: ``_only_quiet_rank``).
-    ``echo_ranks``: the ranks whose own errors are all echoes (``_echo_only``)."""
+    ``echo_ranks``: the ranks whose own errors are all echoes (``exits.echo_only``)."""
     by_file: dict[str, list[Failure]] = defaultdict(list)
     for f in out:
         by_file[stream_console(f.events[0].file)].append(f)

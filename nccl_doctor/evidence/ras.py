@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 
 from ..events import Event
 from ..model import JobModel, RankState
-from .exits import state_for_pid
 from .facts import _per_job, fmt_ranks, int_in, plural
+from .pids import state_for_pid
 from .timeouts import timeouts_by_pg, watchdog_kills
 
 RAS_KINDS = ("ras_banner", "ras_section", "ras_comm", "ras_block", "ras_detail", "ras_process", "ras_rank",

@@ -29,8 +29,8 @@ from ..events import Event
 from ..model import JobModel
 from ..model.identity import file_rank
 from .causes import _CANNOT_LISTEN
-from .exits import started_rank
 from .facts import _per_job, _stem, file_host, line_key, plural, writer
+from .pids import started_rank
 from .statements import key_rank, one_waited_key
 from .tracebacks import frames_above
 

@@ -22,11 +22,11 @@ from . import stacks
 from .alike import common_complaints
 from .dumps import dump_facts
 from .endings import Ending, host_of_rank, lost_peer_only, quiet_odd_ones
-from .exits import state_for_pid, table_rank
 from .facts import _per_job, _stem, file_host, int_in, name_ranks, per_rank_layout, pg_label, plural
 from .failures import failures, job_failed, killed_ranks
 from .hang import silent_hang
 from .named import named_silent
+from .pids import state_for_pid, table_rank
 from .progress import PHASE_WORDS, phase_of
 from .ras import healthy as healthy_report
 from .rendezvous import deadlocked, incomplete, node_name

@@ -23,11 +23,11 @@ from ..events import Event, by_place
 from ..model import JobModel, RankState
 from .behind import lone_last_line
 from .causes import _PEER_GONE
-from .exits import self_pid_rank
 from .facts import _per_job, plural
 from .failures import failures
 from .launcher_facts import progress_key, progress_text
 from .outside import STOP_TYPES, interrupted, launcher_killed, stopped_from_outside
+from .pids import self_pid_rank
 from .stacks import in_collective, own_dump, where
 from .timeouts import timeouts_by_pg, watchdog_kills
 from .tracebacks import frames_above, script_name

@@ -18,18 +18,17 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from ..events import Event, by_place
+from ..events import Event
 from .hosts import labels_that_are_no_host
 from .leftover import the_one_rank_left
 from .links import _Union, link_launcher_maps, shared_local_labels, stated_rank, stream_console
+from .merge import merge_same_rank
 from .numbered import local_named, numbered_ranks
 from .relays import HOST_BLOCK_KINDS, headed_sources, pssh_blocks, relay_writers, relaying_streams
 
 #: Only explicit words: "worker-1" or "node-3" in a file name is usually a host, not a rank.
 _FILE_RANK = re.compile(r"(?:^|[^a-z])(?:rank|task)[-_.]?(\d{1,7})(?:\D|$)", re.I)
 _DEFAULT_PG = {None, 0, "0", "default_pg"}
-_TRUST = {"launcher": 0, "nccl communicator": 1, "torch options": 2, "file name": 3, "flight recorder": 3,
-          "log folder": 3, "launcher label": 3, "default group": 4}
 
 
 @dataclass(slots=True)
@@ -285,7 +284,7 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
     _one_node_labels(procs, world)
     the_one_rank_left(procs, world)
     labels_that_are_no_host(procs)
-    return _merge_same_rank(procs)
+    return merge_same_rank(procs)
 
 
 def _single_node_log_folders(procs: list[Proc], world: int | None) -> None:
@@ -327,48 +326,6 @@ def _one_node_labels(procs: list[Proc], world: int | None) -> None:
         return  # one labelled process says nothing about the launcher's numbering
     for p in bare:
         p.rank, p.rank_source = p.local_rank, "launcher label"
-
-
-def _merge_same_rank(procs: list[Proc]) -> list[Proc]:
-    """A rank known from a launcher prefix in one file (torch lines) and from the world communicator
-    in another (NCCL_DEBUG_FILE) is one process when only one of the two has a host:pid."""
-    by_rank: dict[int, list[Proc]] = defaultdict(list)
-    for p in procs:
-        if p.rank is not None:
-            by_rank[p.rank].append(p)
-    dropped: set[int] = set()
-    for ps in by_rank.values():
-        if len(ps) < 2:
-            continue
-        located = [p for p in ps if p.pid is not None]
-        hosts = {p.host for p in located}
-        if len(hosts) > 1:
-            # Two hosts claim one rank: keep the better-sourced claim, unset the weaker ones.
-            located.sort(key=lambda p: _TRUST.get(p.rank_source or "", 9))
-            for p in located[1:]:
-                if _TRUST.get(p.rank_source or "", 9) > _TRUST.get(located[0].rank_source or "", 9):
-                    p.rank, p.rank_source = None, None
-            continue
-        if len({p.pid for p in located}) == 1:
-            target = located[0]  # (one pid: one process, whose lines several files hold, rotated parts)
-        elif not located:
-            # No pid anywhere: the rank's lines under a prefix and its own file's unprefixed lines (a
-            # traceback its logger wrote to rank3.log) are one process, the best-sourced one.
-            target = min(ps, key=lambda p: _TRUST.get(p.rank_source or "", 9))
-        else:
-            continue  # several pids on one host (restarts): separate generations of one rank
-        for p in ps:
-            if p is target:
-                continue
-            target.events.extend(p.events)
-            target.files |= p.files
-            dropped.add(id(p))
-            if _TRUST.get(p.rank_source or "", 9) < _TRUST.get(target.rank_source or "", 9):
-                target.rank_source = p.rank_source
-            if target.local_rank is None:
-                target.local_rank = p.local_rank
-        target.events.sort(key=by_place)
-    return [p for p in procs if id(p) not in dropped]
 
 
 def _most_common(counts: dict):

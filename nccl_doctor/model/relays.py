@@ -183,7 +183,7 @@ def checkpoint_relayed(events: list[Event]) -> None:
     every rank raises it again (``CheckpointException ranks:dict_keys([2])``), the failing rank's
     traceback inside, headed "Traceback (most recent call last): (RANK 2)": that traceback, up to its
     exception line, is rank 2's own, whoever printed it (the CheckpointException line that follows
-    names rank 2 too: evidence.exits.fail_ranks)."""
+    names rank 2 too: evidence.pids.fail_ranks)."""
     if not any("relayed_rank" in ev.fields for ev in events if ev.kind == "traceback_start"):
         return
     relaying: tuple[str, int | None, int] | None = None  # (file, the printer's rank, the relayed rank)
