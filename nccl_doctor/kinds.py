@@ -165,6 +165,7 @@ KINDS: dict[str, str] = {
     "traceback_start": "'Traceback (most recent call last):'",
     "rpc_remote": "worker_id, worker_name: torch.distributed.rpc's 'On WorkerInfo(id=2, name=trainer2):' heading "
                   "the traceback of an exception raised on that worker, relayed to its caller",
+    "signal_received": "sig: a process's own word that a signal reached it ('[rank: 1] Received SIGTERM: 15')",
     "self_pid": "self_pid: a rank's start-up line naming its own pid ('started on vm pid 13022')",
     "stall_report": "stale, stale_from, stale_adj: the job's own hang monitor naming the rank it saw stop ('rank 2 "
                     "heartbeat stale for 8.5 s', 'no progress from rank 1 since ...'); never the writer's rank",
@@ -280,6 +281,8 @@ KINDS: dict[str, str] = {
     "process rank 3 with PID 0 on node n exited on signal 9 (Killed)' / 'has exited due to process rank 5 with PID ..'",
     # ---- training progress and start-up work ----
     "py_lib_frame": "a traceback frame in Python's own modules or a package: read, never kept (no event)",
+    "py_signal_frame": "path, srcline, func: a traceback frame of a signal handler ('in _sigterm_notifier_fn'): the frames "
+                       "above it are where the signal found the process",
     "py_script_frame": "path, srcline, func: a traceback frame in the job's own code (not Python's or a package's)",
     "kubectl_section": "host | verb: a debug bundle's heading of a kubectl command ('===== ... kubectl logs job-worker-0'): "
                        "the lines under a logs heading are that pod's (info)",

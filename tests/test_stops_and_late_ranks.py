@@ -255,3 +255,66 @@ def test_a_node_stopped_from_outside_after_its_peer_timed_out_is_not_the_first_f
     run = Path(__file__).resolve().parent.parent / "fixtures" / "realruns" / "t237_hang_r0_2n_filter_split"
     report = analyze([str(run)], jobs=1)
     assert report.verdict["ranks"] == [0] and report.verdict["hosts"] == ["trn-a01"]
+
+
+# A hung rank stopped by torchrun whose SIGTERM handler ran a collective (Lightning's signal connector broadcasts
+# the signal): the shape of fixtures/realruns/t312_lit_getitem_poll_r3_w4_down_split and t6_hang_r1_w4_tr, with
+# other pids, ports and lines. Its lost peer comes from inside the handler: it was stopped, not late.
+_LIB = "/opt/venv/lib/python3.11/site-packages"
+_STOPPED = ("W1128 23:24:08.314000 10706 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process "
+            "10712 closing signal SIGTERM")
+
+
+def _in_handler(handler: list[str], error: str) -> list[str]:
+    body = ["Traceback (most recent call last):", '  File "/job/train.py", line 230, in main', "    trainer.fit(model)",
+            f'  File "{_LIB}/torch/utils/data/_utils/fetch.py", line 54, in fetch',
+            "    data = [self.dataset[idx] for idx in possibly_batched_index]",
+            '  File "/job/train.py", line 119, in __getitem__', "    self._stall(idx)",
+            '  File "/job/train.py", line 114, in _stall', "    time.sleep(0.5)", *handler, error]
+    return [f"[rank1]: {b}" for b in body]
+
+
+_LIGHTNING = [f'  File "{_LIB}/lightning/pytorch/trainer/connectors/signal_connector.py", line 36, in __call__',
+              "    signal_handler(signum, frame)",
+              f'  File "{_LIB}/lightning/pytorch/trainer/connectors/signal_connector.py", line 118, in '
+              "_sigterm_notifier_fn", "    dist.broadcast(sigterm_tensor, src=0)",
+              f'  File "{_LIB}/torch/distributed/distributed_c10d.py", line 3151, in broadcast', "    work.wait()"]
+_LOST = ("RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by "
+         "peer [127.0.0.1]:3304. This is typically caused by a remote worker crashing.")
+
+
+def _stopped_in_handler(tmp_path, said: list[str], handler: list[str], error: str):
+    lines = [f"[rank {r}] step {s} loss 2.{r}{s}1" for s in range(8) for r in range(3)]
+    lines += _traceback(0, 180, "dist.barrier()", _TIMEOUT["send"]) + _traceback(2, 180, "dist.barrier()",
+                                                                                  _TIMEOUT["recv"])
+    lines += [_STOPPED, *said, *_in_handler(handler, error)]
+    (tmp_path / "console.err").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return analyze([str(tmp_path)], jobs=1).verdict
+
+
+def test_a_lost_peer_raised_in_a_sigterm_handler_is_a_hung_rank_stopped_where_the_signal_found_it(tmp_path):
+    verdict = _stopped_in_handler(tmp_path, [], _LIGHTNING, _LOST)
+    assert verdict["ranks"] == [1], verdict
+    assert "lagged behind" not in verdict["summary"] and "had to stop it (SIGTERM)" in verdict["summary"], verdict
+    assert "shows it in _stall (train.py:114), called from __getitem__ (:119)" in verdict["summary"], verdict
+
+
+def test_a_lost_peer_after_the_ranks_own_word_that_sigterm_reached_it_is_no_late_arrival(tmp_path):
+    # no handler frame in its traceback (a handler in a package the trace leaves out), only its own line
+    plain = [f'  File "{_LIB}/torch/distributed/distributed_c10d.py", line 3151, in broadcast', "    work.wait()"]
+    verdict = _stopped_in_handler(tmp_path, ["[rank: 1] Received SIGTERM: 15"], plain, _LOST)
+    assert verdict["ranks"] == [1] and "lagged behind" not in verdict["summary"], verdict
+    assert "had to stop it (SIGTERM)" in verdict["summary"], verdict
+
+
+def test_without_the_handler_or_its_word_the_same_lost_peer_is_a_late_arrival(tmp_path):
+    plain = [f'  File "{_LIB}/torch/distributed/distributed_c10d.py", line 3151, in broadcast', "    work.wait()"]
+    verdict = _stopped_in_handler(tmp_path, [], plain, _LOST)
+    assert verdict["ranks"] == [1] and "lagged behind" in verdict["summary"], verdict
+
+
+def test_an_error_of_its_own_raised_in_its_handler_stays_its_own(tmp_path):
+    # a handler that saves a checkpoint on SIGTERM and finds the disk full: that is a failure of its own
+    save = ['  File "/job/train.py", line 377, in on_sigterm', "    torch.save(state, path)"]
+    verdict = _stopped_in_handler(tmp_path, [], save, "OSError: [Errno 28] No space left on device")
+    assert verdict["ranks"] == [1] and "No space left on device" in verdict["summary"], verdict

@@ -18,7 +18,7 @@ from typing import Any
 from ..model import JobModel, RankState
 from ..model.job import ERROR_KINDS
 from ..model.links import rank_list
-from . import stacks
+from . import stacks, tracebacks
 from .alike import common_complaints
 from .dumps import dump_facts
 from .endings import Ending, host_of_rank, lost_peer_only, quiet_odd_ones
@@ -226,6 +226,12 @@ def _point_at_stacks(s: Suspect, suspects: int, job: JobModel) -> None:
         s.reason += (f"; its stack dump when the launcher stopped it ({stacks.tool(stopped)}, "
                      f"{os.path.basename(main.file)}: right below the SIGTERM of its pid) shows it {stacks.where(stopped)}")
         s.events = [*s.events, main]
+    elif (found := _signal_found(job, s)) is not None:
+        frames, exc = found
+        inner = f"{frames[0].get('func')} ({tracebacks.script_name(frames[0])}:{frames[0].get('srcline')})"
+        outer = f", called from {frames[1].get('func')} (:{frames[1].get('srcline')})" if len(frames) > 1 else ""
+        s.reason += f"; its traceback, raised in its signal handler when it was stopped, shows it in {inner}{outer}"
+        s.events = [*s.events, frames[0], exc]
     elif heads:  # the header alone: the frames were not read (interleaved with another dump)
         s.reason += f"; its own stack dump (faulthandler{after}) shows where it was stuck"
         s.events = [heads[-1], *[e for e in s.events if e is not heads[-1]]]
@@ -236,6 +242,16 @@ def _point_at_stacks(s: Suspect, suspects: int, job: JobModel) -> None:
                      f"one process's were not waiting in a collective: it was {stacks.where(odd)}, most likely "
                      "this rank")
         s.events = [*s.events, main]
+
+
+def _signal_found(job: JobModel, s: Suspect) -> tuple[list, Any] | None:
+    """(the script frames where the stop found it, innermost first; its exception) from the one traceback of
+    this rank raised inside its signal handler (tracebacks.where_signal_found), when its script had a frame."""
+    if s.state is None:
+        return None
+    found = [(frames, e) for e in s.state.events if e.kind == "python_exception"
+             and (frames := tracebacks.where_signal_found(job, e))]
+    return found[-1] if found else None
 
 
 def _said_it_finished(st: RankState | None):

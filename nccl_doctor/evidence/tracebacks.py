@@ -179,13 +179,34 @@ def frames_above(evs: list[Event], i: int, stop: frozenset[str]) -> Iterator[Eve
         yield f
 
 
+#: Where a traceback's frames end going outwards: another exception's line.
+_EXCEPTIONS = frozenset(("python_exception",))
+
+
+def where_signal_found(job: JobModel, ev: Event) -> list[Event] | None:
+    """The script frames where a signal found the process, innermost first, when the exception ``ev`` was
+    raised inside a signal handler (a ``py_signal_frame`` above it in its traceback: a handler that ran a
+    collective, as Lightning's broadcast of a SIGTERM, loses its peers); None when it was not."""
+    st = owner(job, ev)
+    if ev.kind != "python_exception" or st is None:
+        return None
+    i = next((k for k in range(len(st.events) - 1, -1, -1) if st.events[k] is ev), None)
+    if i is None:
+        return None
+    frames = list(frames_above(st.events, i, _EXCEPTIONS))
+    handler = next((k for k, f in enumerate(frames) if f.kind == "py_signal_frame"), None)
+    if handler is None:
+        return None
+    return [f for f in frames[handler + 1:] if f.kind == "py_script_frame"]
+
+
 def script_name(frame: Event) -> str:
     """The file name of a ``py_script_frame`` (``train.py``)."""
     return str(frame.get("path")).replace("\\", "/").rsplit("/", 1)[-1]
 
 
 #: Events that are part of a traceback but not its exception line.
-_NOT_EXCEPTION = frozenset(("traceback_start", "py_chain", "py_script_frame", "torch_c10d_frame"))
+_NOT_EXCEPTION = frozenset(("traceback_start", "py_chain", "py_script_frame", "py_signal_frame", "torch_c10d_frame"))
 #: How far above a traceback its chain's separator may be (blank lines, a launcher's empty prefix),
 #: and the exception above that separator.
 _SEPARATOR_GAP = 4

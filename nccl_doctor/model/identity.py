@@ -59,7 +59,7 @@ _FAILED_ON_KINDS = frozenset(("log_error", "log_warning", "log_carry_on"))
 
 
 #: The lines of a traceback, which torch's excepthook labels "[rankN]: " in a console that labels nothing else.
-_HOOK_KINDS = frozenset(("traceback_start", "py_frame", "py_script_frame", "python_exception", "py_chain"))
+_HOOK_KINDS = frozenset(("traceback_start", "py_frame", "py_script_frame", "py_signal_frame", "python_exception", "py_chain"))
 
 
 def _on_rank(text: str) -> bool:

@@ -76,7 +76,7 @@ def spawn_relayed(events: list[Event]) -> None:
 
 
 #: Lines inside a traceback, before its exception line: its head and the frames read as events.
-_IN_TRACEBACK = frozenset(("traceback_start", "torch_c10d_frame", "py_script_frame"))
+_IN_TRACEBACK = frozenset(("traceback_start", "torch_c10d_frame", "py_script_frame", "py_signal_frame"))
 #: Exceptions only torchrun's agent raises (its workers never install elastic's signal handler).
 _AGENT_EXCEPTION = "torch.distributed.elastic."
 
