@@ -269,6 +269,8 @@ KNOWN_WRONG = {
                                         "left to have sent the gradient chunk: by elimination it skipped; an extra "
                                         "scalar on the aborted rank reads alike unless the others' line is known to "
                                         "be the scalar one",
+    "t316_hang_r1_n2_allreduce_split": "rank 1 right, host wrong: its print tag 'R1: ' is read as a host ('rank 1 on "
+                                       "R1'); its own start-up line names gpu-worker-2 (gpu-worker-2.out:1)",
 }
 
 
