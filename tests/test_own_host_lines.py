@@ -31,3 +31,11 @@ def test_a_host_glued_to_another_rank_s_print_is_not_taken():
     # t207_errexit3 console.log:1: rank 0's "... host=vm" and rank 1's "R1 | ..." on one line ("host=vmR1 | ...")
     report = analyze([str(RUNS / "t207_errexit3_r1_w3_print_tee")], jobs=1)
     assert "vmR1" not in report.job.hosts
+
+
+def test_a_script_s_print_tag_is_no_host_when_its_start_up_line_names_host_and_pid():
+    # gpu-worker-2.out:1 "R1: rank 1 of 2 starting on gpu-worker-2 (local rank 0, pid 17564)": every line of that
+    # node's console is tagged "R1: " (the script's own print tag, read like pdsh's "host: "); rank 1 hung there
+    report = analyze([str(RUNS / "t316_hang_r1_n2_allreduce_split")], jobs=1)
+    assert report.verdict["ranks"] == [1] and report.verdict["hosts"] == ["gpu-worker-2"]
+    assert sorted(report.job.hosts) == ["gpu-worker-1", "gpu-worker-2"]

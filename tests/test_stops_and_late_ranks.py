@@ -318,3 +318,21 @@ def test_an_error_of_its_own_raised_in_its_handler_stays_its_own(tmp_path):
     save = ['  File "/job/train.py", line 377, in on_sigterm', "    torch.save(state, path)"]
     verdict = _stopped_in_handler(tmp_path, [], save, "OSError: [Errno 28] No space left on device")
     assert verdict["ranks"] == [1] and "No space left on device" in verdict["summary"], verdict
+
+
+def test_a_ranks_start_up_line_naming_its_pid_ties_the_launchers_sigterm_to_it(tmp_path):
+    # shape of fixtures/realruns/t320_hang_r0_w2_mr1_fresh_split: no line of rank 0 carries a pid but its start-up
+    # line ("starting on vm pid 23606: rank 0 ..."); torchrun SIGTERMs pid 23606 after rank 1 timed out
+    out = ["[rank 0/2] starting on vm pid 23606: rank 0 local_rank 0 world_size 2 restart_count 0",
+           "[rank 1/2] starting on vm pid 23607: rank 1 local_rank 1 world_size 2 restart_count 0",
+           *[f"[rank {r}/2] step {s}/30 loss 7.6{r}{s} (0.2s)" for s in range(0, 14, 2) for r in (0, 1)]]
+    err = [*_traceback(1, 207, "loss.backward()", _TIMEOUT["recv"]),
+           "W1128 23:38:48.639000 23597 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process 23606 "
+           "closing signal SIGTERM",
+           "E1128 23:38:48.711000 23597 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1) "
+           "local_rank: 1 (pid: 23607) of binary: /venv/bin/python3"]
+    (tmp_path / "console.out").write_text("\n".join(out) + "\n", encoding="utf-8")
+    (tmp_path / "console.err").write_text("\n".join(err) + "\n", encoding="utf-8")
+    verdict = analyze([str(tmp_path)], jobs=1).verdict
+    assert verdict["ranks"] == [0] and verdict["hosts"] == ["vm"], verdict
+    assert "the launcher had to stop it (SIGTERM)" in verdict["summary"], verdict

@@ -52,6 +52,8 @@ def state_for_pid(job: JobModel, pid: Any, host: str | None = None, file: str | 
     cands = _states_by_pid(job).get(key, [])
     if not cands and job.kinds("elastic_restart"):
         cands = _states_by_earlier_pid(job).get(key, [])
+    if not cands and (said := self_pid_rank(job, key)) is not None and (st := job.known_ranks().get(said)) is not None:
+        cands = [st]  # (a process whose lines carry no pid, but one of them names it: its start-up line)
     if host:
         cands = [r for r in cands if _short_host(r.host) in (None, _short_host(host))]
     if len(cands) > 1 and file:
@@ -167,8 +169,10 @@ def _started_pids(job: JobModel) -> dict[tuple[str | None, int | None], int]:
 
 def self_pid_rank(job: JobModel, pid: int | None) -> int | None:
     """The one rank whose own line names this pid as its own ("started on vm pid 13022", "rank 2 |
-    pid 14087 | ..."): what ties a kill report to a rank whose lines carry no pid."""
-    owners = {global_rank(job, e) for e in job.by_kind("self_pid") if pid is not None and e.get("self_pid") == pid}
+    pid 14087 | ...", "starting on vm pid 23606: rank 0 local_rank 0 world_size 2"): what ties a kill report
+    to a rank whose lines carry no pid."""
+    owners = {global_rank(job, e) for e in job.by_kind("self_pid", "rank_world")
+              if pid is not None and e.get("self_pid") == pid}
     owners.discard(None)
     return next(iter(owners)) if len(owners) == 1 else None
 

@@ -1,6 +1,6 @@
 """Restart generations: every event of a job assigned to the attempt (of torchrun's worker group) it
 belongs to, from the restart markers in each file (``Worker group FAILED. k/N attempts left``, a
-rendezvous with ``restart_count=k``, ``attempt_k`` paths, the workers writing again after the agent
+rendezvous with ``restart_count=k``, a worker's own start-up line with its ``restart_count k``, ``attempt_k`` paths, the workers writing again after the agent
 reported one failed), and, in files with no marker, by time or by start-up banners printed again.
 Read by MN5 (a restart that restored no state, a crash loop)."""
 
@@ -43,7 +43,7 @@ class Restarts:
 def _numbered(ev: Event) -> bool:
     """A restart marker that carries its own count (not a membership-change echo)."""
     return (ev.kind == "elastic_restart" and ev.get("left") is not None) \
-        or (ev.kind in ("elastic_rdzv", "elastic_attempt")
+        or (ev.kind in ("elastic_rdzv", "elastic_attempt", "rank_world")
             and (int_in(ev.get("restart_count", ev.get("attempt"))) or 0) > 0)
 
 
@@ -61,7 +61,7 @@ def _marker_generation(ev: Event, current: int, numbered_job: bool) -> int | Non
         if left is not None and most is not None and most >= left:
             return max(current + 1, most - left + 1)
         return current + 1
-    if ev.kind == "elastic_rdzv":
+    if ev.kind in ("elastic_rdzv", "rank_world"):  # (a worker's own start-up line: "... restart_count 1")
         k = int_in(ev.get("restart_count"))
         return k if k is not None and k > 0 else None
     if ev.kind == "elastic_attempt":
@@ -85,10 +85,12 @@ def segment_restarts(job: JobModel) -> Restarts:
     out = Restarts()
     unmarked: list[list[Event]] = []
     marker_times: list[tuple[float, int]] = []
-    numbered_job = any(_numbered(e) for e in job.by_kind("elastic_restart", "elastic_rdzv", "elastic_attempt"))
+    numbered_job = any(_numbered(e) for e in job.by_kind("elastic_restart", "elastic_rdzv", "elastic_attempt",
+                                                         "rank_world"))
     # Files with no line that can start or end a generation: every event is of generation 0 (which
     # gen_of leaves out: it is what every reader defaults to), and the file is unmarked.
-    eventful = {e.file for e in job.by_kind(*_GENERATION_KINDS)}
+    eventful = {e.file for e in job.by_kind(*_GENERATION_KINDS)} | \
+        {e.file for e in job.by_kind("rank_world") if (int_in(e.get("restart_count")) or 0) > 0}
     by_file: dict[str, list[Event]] = {}
     for path, group in groupby(job.events, key=attrgetter("file")):  # (runs of one file: C calls)
         by_file.setdefault(path, []).extend(group)
@@ -139,16 +141,30 @@ def _place_unmarked(out: Restarts, events: list[Event], marker_times: list[tuple
     banner, its "rank 1/3" line or its checkpoint search again after it made progress is the next
     attempt)."""
     gen, progressed = 0, False
-    for ev in events:
+    at_time = [max((g for t, g in marker_times if t <= ev.ts), default=0) if ev.ts is not None else None
+               for ev in events] if marker_times else [None] * len(events)
+    # An undated line takes the attempt of the next dated one close below it: a worker's traceback is
+    # printed before its agent's dated "failed (exitcode: 1)" of the same attempt.
+    after: list[int | None] = [None] * len(events)
+    nxt, left = None, 0
+    for i in range(len(events) - 1, -1, -1):
+        if at_time[i] is not None:
+            nxt, left = at_time[i], _NEXT_DATED
+        elif left:
+            left -= 1
+            after[i] = nxt
+    for i, ev in enumerate(events):
         if progressed and (ev.kind in _BANNER_KINDS or ev.kind in _START_AGAIN
                            or ev.kind == "rank_world" and isinstance(ev.get("rank"), int)):
             gen, progressed = gen + 1, False
         elif ev.kind in ("train_step", "train_epoch"):
             progressed = True
-        if ev.ts is not None and marker_times:
-            out.gen_of[id(ev)] = max((g for t, g in marker_times if t <= ev.ts), default=0)
-        else:
-            out.gen_of[id(ev)] = gen
+        dated = at_time[i]
+        out.gen_of[id(ev)] = dated if dated is not None else max(gen, after[i] or 0)
+
+
+#: Events above a dated line of an unmarked file that take its attempt (a traceback and its chain).
+_NEXT_DATED = 200
 
 
 @_per_job

@@ -77,17 +77,18 @@ def labels_that_are_no_host(procs: list[Proc]) -> None:
     """A host label that processes share while they themselves name different nodes ("world size 4, rank 1,
     host dgx-a07" under a compose service's "trainer-1  | ", the same on every node): each process is on the node
     it names. Only nodes two processes name (one line glued to another can name "vmR1"). A start-up line that names
-    the writer's host with its pid and local rank ("host vm pid 11225 local rank 3") is its own word on its node
-    (socket.gethostname()), over whatever label a relay put before it."""
+    the writer's host with its pid ("host vm pid 11225 local rank 3", "rank 1 of 2 starting on gpu-worker-2 (local rank
+    0, pid 17564)") is its own word on its node (socket.gethostname()), over whatever label a relay or a script's
+    print tag ("R1: ") put before it."""
     said: dict[int, tuple[str, str]] = {}  # process -> (the node it names, as it writes it)
-    sure: set[int] = set()  # processes whose start-up line names host, pid and local rank together
+    sure: set[int] = set()  # processes whose start-up line names their host and pid together
     for p in procs:
         own: set[str] = set()
         with_pid = False
         for e in p.events:
             if e.kind in _NAMES_OWN_HOST and e.fields.get("host"):
                 own.add(str(e.fields["host"]))
-                with_pid = with_pid or e.kind == "self_pid"
+                with_pid = with_pid or e.kind == "self_pid" or e.fields.get("self_pid") is not None
         if len({h.split(".", 1)[0] for h in own}) == 1:
             full = min(own)
             said[id(p)] = (full.split(".", 1)[0], full)

@@ -18,6 +18,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from ..eventcap import DENSE
 from ..events import Event
 from .hosts import labels_that_are_no_host
 from .leftover import the_one_rank_left
@@ -339,19 +340,26 @@ def _fill_identity(p: Proc, world: int | None, shared: set[str], numbered: dict[
     devs: dict = {}
     lrs: dict = {}
     launcher: dict = {}
+    dense_hosts: dict = {}
+    dense_pids: dict = {}
     for e in p.events:  # (one pass: a process has hundreds of events, a job thousands of processes)
+        # Step lines vote only when nothing else does: a batch scan keeps 16 of a file's hundreds (eventcap),
+        # a live one all, so their count says nothing (two runs' pids in one log folder: t317_kill_..._prev).
+        dense = e.kind in DENSE
         if e.host:
-            hosts[e.host] = hosts.get(e.host, 0) + 1
+            h = dense_hosts if dense else hosts
+            h[e.host] = h.get(e.host, 0) + 1
         if e.pid is not None:
-            pids[e.pid] = pids.get(e.pid, 0) + 1
+            d = dense_pids if dense else pids
+            d[e.pid] = d.get(e.pid, 0) + 1
         if e.cuda_dev is not None and e.kind.startswith("nccl_"):
             devs[e.cuda_dev] = devs.get(e.cuda_dev, 0) + 1
         if e.local_rank is not None:
             lrs[e.local_rank] = lrs.get(e.local_rank, 0) + 1
         if e.rank is not None:
             launcher[e.rank] = launcher.get(e.rank, 0) + 1
-    p.host, p.pid, p.cuda_dev, p.local_rank = (_most_common(hosts), _most_common(pids), _most_common(devs),
-                                               _most_common(lrs))
+    p.host, p.pid, p.cuda_dev, p.local_rank = (_most_common(hosts or dense_hosts), _most_common(pids or dense_pids),
+                                               _most_common(devs), _most_common(lrs))
     if launcher:
         p.rank, p.rank_source = _most_common(launcher), "launcher"
         if all(e.kind.startswith("fr_") for e in p.events if e.rank is not None):
