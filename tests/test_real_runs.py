@@ -269,8 +269,11 @@ KNOWN_WRONG = {
                                         "left to have sent the gradient chunk: by elimination it skipped; an extra "
                                         "scalar on the aborted rank reads alike unless the others' line is known to "
                                         "be the scalar one",
-    "t316_hang_r1_n2_allreduce_split": "rank 1 right, host wrong: its print tag 'R1: ' is read as a host ('rank 1 on "
-                                       "R1'); its own start-up line names gpu-worker-2 (gpu-worker-2.out:1)",
+    "t319_tp2dp2_skip_r1_2n_redirect": "rank 1 skipped its data-parallel all_reduce (dp=[1, 3]): rank 3 waits in "
+                                       "sync_grads, rank 2 in clip_grads (tp), ranks 0-1 in the world all_reduce at "
+                                       "line 324; only the groups the start-up lines print and the group each call "
+                                       "site uses (its source line: group=groups[\"dp\"]) single rank 1 out, and the "
+                                       "scan keeps neither; as t283_skip_dp",
 }
 
 
