@@ -73,22 +73,26 @@ def tool(dump: list[Event]) -> str:
 def dumps_of(events: list[Event]) -> list[list[Event]]:
     """The dumps among a writer's events, in order: each the ``py_stack`` events of one dump (a
     ``Timeout (...)!`` line starts one; a thread whose header does not follow the previous thread's
-    frames does too)."""
+    frames does too, and so does a thread listed after a main thread: faulthandler lists the newest
+    thread first and the main thread, whose outermost frame is ``<module>``, last)."""
     out: list[list[Event]] = []
     end = None  # (file, line) where the current dump's last thread ended
+    ended = False  # the current dump listed its process's main thread: faulthandler lists that one last
     for ev in events:
         if ev.kind in ("py_stack_timeout", "pyspy_process"):
-            end = None
+            end, ended = None, False
             out.append([])
         elif ev.kind == "py_stack":
             # (a blank line between threads; py-spy's threads follow each other, --locals lines between frames)
             spy = ev.get("state") is not None and out and out[-1] and out[-1][-1].get("state") is not None
-            if end is None or end[0] != ev.file or (ev.line > end[1] + 2 and not spy):
+            if end is None or end[0] != ev.file or (ev.line > end[1] + 2 and not spy) or (ended and not spy):
                 if not out or out[-1]:
                     out.append([])
             out[-1].append(ev)
             joined = str(ev.get("frames") or "")
             end = (ev.file, ev.line + (joined.count(" | ") + 1 if joined else 0))
+            # (dumps of several processes one after another, SIGUSR1 sent to each: the next thread is the next one's)
+            ended = ev.get("state") is None and bool(fs := frames(ev)) and fs[-1].func == "<module>"
     return [d for d in out if d]
 
 
