@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from ..model import JobModel
 from . import facts
+from .nodeloss import store_node_lost
 
 
 def assign_statuses(job: JobModel) -> None:
@@ -38,6 +39,9 @@ def assign_statuses(job: JobModel) -> None:
     node = facts.stopped_node(job)
     for st in node.states if node is not None else ():
         mark(st, None, "silent")  # its processes went away with the node
+    gone = store_node_lost(job)
+    for st in gone.states if gone is not None else ():
+        mark(st, st.rank, "silent")  # (the node that hosted the store, gone with its ranks)
     # A rank whose watchdog hung while the others' collectives timed out is the odd one out.
     if facts.timeouts_by_pg(job):
         waited = {id(r.state) for p in facts.timeouts_by_pg(job).values() for r in p.reports}

@@ -15,8 +15,10 @@ from __future__ import annotations
 from ..evidence import facts
 from ..evidence.endings import lost_peer_only
 from ..evidence.facts import fmt_ranks, plural
+from ..evidence.nodeloss import LostStoreNode, store_node_lost
 from ..evidence.outside import interrupted as _interrupted
 from ..evidence.outside import stopped_from_outside
+from ..evidence.rendezvous import node_name
 from ..evidence.restarts import got_over
 from ..findings import Finding, Severity
 from ..model import JobModel
@@ -49,7 +51,8 @@ def _unknown_peer(job: JobModel, rule: Rule) -> list[Finding]:
     left no error here. Said as such, naming no rank (rather than "no failure found")."""
     lost = lost_peer_only(job)
     if not lost:
-        return []
+        gone = store_node_lost(job)
+        return [_store_node(job, gone, rule)] if gone is not None else []
     node = facts.stopped_node(job)
     if node is not None:
         return [_stopped_node(node, rule)]
@@ -71,6 +74,19 @@ def _stopped_node(node: facts.StoppedNode, rule: Rule) -> Finding:
     evidence = [r.events[-1] for r in node.states][:3] + [e for end in lost for e in end.events[:1]][:3]
     return rule.finding(summary, confidence="medium", hosts=[node.host], evidence=evidence, blame_hosts=[node.host],
                         first_seen=facts.first_ts(evidence), subject=f"the node {node.host} ({plural(n, 'process')})")
+
+
+def _store_node(job: JobModel, node: LostStoreNode, rule: Rule) -> Finding:
+    ranks = [s.rank for s in node.states]
+    others = sorted({h for e in node.losses if (h := node_name(job, e.file)) is not None} - {node.host})
+    where = f"the agent on {', '.join(others)}" if others else "another node's agent"
+    lasts = [s.events[-1] for s in node.states]
+    summary = (f"the node {node.host} ({'rank' if len(ranks) == 1 else 'ranks'} {fmt_ranks(ranks)}) went away: its log ends with "
+               f"no error and no launcher report, while {where} lost the rendezvous store it hosted and stopped its "
+               "own workers before they could fail: the node itself stopped (it died, lost power or was killed)")
+    evidence = lasts[:2] + node.losses[:2]
+    return rule.finding(summary, confidence="medium", hosts=[node.host], evidence=evidence, blame_hosts=[node.host],
+                        first_seen=facts.first_ts(evidence), subject=f"the node {node.host}")
 
 
 def _hint(rule: Rule, suspects: list[facts.Suspect]) -> Finding:
