@@ -7,7 +7,8 @@ flight-recorder dump while the other ranks did (a killed rank writes none), when
 timeout in the default group while the others timed out, or when its log stops at an earlier NCCL
 init stage than everyone else's. A log excerpt that simply does not show some ranks is not
 evidence: without a known world size and per-rank files we say "hint", not "missing". When ranks
-only lost a peer and nothing names who went away, we say that, naming no rank.
+only lost a peer and nothing names who went away, we say that, naming no rank. A node killed whole with
+the rendezvous store it hosted (the others' agents lost the store, its console just ends) is named.
 """
 
 from __future__ import annotations
