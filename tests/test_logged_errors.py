@@ -52,3 +52,13 @@ def test_a_logged_error_that_is_a_ranks_last_word_while_its_peers_lose_it_names_
     report = nccl_doctor.analyze(str(log), jobs=1)
     assert report.verdict["ranks"] == [2], report.verdict
     assert "shard 2 is truncated" in report.verdict["headline"]
+
+
+def test_an_error_record_with_host_and_rank_before_its_level_is_that_ranks_quoted_error():
+    # fixtures/realruns/t326_exit1_nan_r2_short_3p1_redirect, trn32-console.txt:26: "2026-11-29 00:09:13,825 trn32
+    # rank=2 ERROR train | non-finite loss nan at step 17 (lr 0.05); stopping training", then sys.exit(1)
+    from pathlib import Path
+    run = Path(__file__).resolve().parent.parent / "fixtures" / "realruns" / "t326_exit1_nan_r2_short_3p1_redirect"
+    verdict = nccl_doctor.analyze(str(run)).verdict
+    assert verdict["ranks"] == [2] and verdict["hosts"] == ["trn32"], verdict
+    assert "logged error: non-finite loss nan at step 17" in verdict["summary"], verdict
