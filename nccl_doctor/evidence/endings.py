@@ -25,32 +25,28 @@ from ..events import Event
 from ..model import JobModel, RankState
 from ..model.hosts import LOOPBACK
 from .causes import (
-    _OWN_ERRORS,
     _PEER_GONE,
-    _REPORTS,
     _TIMEOUT_ECHOES,
-    CAUSE_KINDS,
     classify,
     worker_exit_code,
 )
 from .exits import forced_kills
-from .facts import _per_job, file_host, fmt_ranks, global_rank, int_in, owner, plural, record_text
+from .facts import _per_job, file_host, fmt_ranks, global_rank, int_in, plural, record_text
 from .failures import failures
 from .pids import fail_ranks, state_for_pid, table_rank
 from .recovery import clean_restart
 from .rendezvous import node_name
 from .sites import script_site
 from .statements import aborted_in_tables, mismatch_reports
+from .stopraised import _OWN, after_signal, stop_words, terminated
 from .storeloss import waits_ended, without_late_store_losses
 from .teardown import harmless
 from .timeouts import P2P_CALLS, c10d_call, timed_out_states, timeouts_by_pg
-from .tracebacks import chain_root, handled, where_signal_found
+from .tracebacks import handled
 
 _WAITED = re.compile(r"[Tt]imed out|[Tt]imeout")
 #: At most this share of the world may end unlike the rest for the rest to single them out.
 ODD_SHARE = 4
-#: (a logged error record is a rank's own word only as a failure: otherwise it is its own story)
-_OWN = (frozenset(_OWN_ERRORS) | frozenset(CAUSE_KINDS)) - frozenset(_REPORTS) - {"log_error"}
 
 
 @dataclass(slots=True, eq=False)
@@ -88,7 +84,7 @@ def endings(job: JobModel) -> dict[int, Ending]:
         other_ended = next((t for r, t in ends_first if r != rank), None)
         own = without_late_store_losses(own, other_ended)
         # what it raised because it was stopped (the launcher's SIGTERM, an interrupt) is no ending of its own
-        ended_by_stop = [_terminated(job, e) or _after_signal(job, st, e) for e in own]
+        ended_by_stop = [terminated(job, e) or after_signal(job, st, e) for e in own]
         stopped_here = rank in killed or any(ended_by_stop)
         own = [e for e, stop in zip(own, ended_by_stop, strict=True) if not stop]
         if rank in caused:
@@ -100,7 +96,7 @@ def endings(job: JobModel) -> dict[int, Ending]:
         elif own or rank in exits:
             how = "echo"  # its errors, or the failed exit the launcher reports, echo another's failure
         elif st is not None and (errs := [e for e in st.errors if not handled(job, e)]) \
-                and not (stopped_here and all(_stop_words(job, e) for e in errs)):
+                and not (stopped_here and all(stop_words(job, e) for e in errs)):
             how = "story"  # an error line of another kind (a W&B timeout, an NCCL WARN): its own rule tells
         elif stopped_here:
             how = "killed"
@@ -112,46 +108,6 @@ def endings(job: JobModel) -> dict[int, Ending]:
         out[rank] = Ending(rank, st, how, own[:2] + killed.get(rank, [])[:1] + (left[rank][:2] if gone_early else []),
                            gone, gone_early)
     return out
-
-
-#: A process's own words that a SIGTERM or SIGINT ended it: a handler's ``SystemExit(128 + signum)``,
-#: torch's SignalException ("Process 4242 got signal: 15"), Python's KeyboardInterrupt.
-_STOP_EXIT = re.compile(r"^(?:143|-15|15|130)$")
-_SIGTERM_WORDS = re.compile(r"got signal: ?15\b|\bSIGTERM\b")
-
-
-def _terminated(job: JobModel, ev: Event) -> bool:
-    """An exception a SIGTERM raised, or one raised while handling it (its chain begins there)."""
-    root = chain_root(job, ev) if ev.kind == "python_exception" else ev
-    if root.kind != "python_exception":
-        return False
-    etype, msg = str(root.get("exc_type") or "").rsplit(".", 1)[-1], str(root.get("msg") or "").strip()
-    return (etype == "SystemExit" and _STOP_EXIT.match(msg) is not None) or etype == "KeyboardInterrupt" \
-        or (etype == "SignalException" and _SIGTERM_WORDS.search(msg) is not None)
-
-
-#: Signals a process's stop raises in it: a launcher's SIGTERM, an interrupt.
-_STOP_SIGNALS = frozenset(("SIGTERM", "SIGINT"))
-
-
-def _after_signal(job: JobModel, st: RankState | None, ev: Event) -> bool:
-    """An echo (a lost peer, a wait that ended) a rank reported after its own line said a SIGTERM or an
-    interrupt reached it ("[rank: 1] Received SIGTERM: 15"), or raised inside its signal handler (its
-    traceback says so): what stopping it raised (its handler ran a collective, as Lightning's signal
-    connector broadcasts the signal to the other ranks), not the rank reaching a collective late. Its
-    own error (classify names one) still is its own."""
-    if st is None or classify(ev, True, False) is not None:
-        return False
-    return where_signal_found(job, ev) is not None or any(e.kind == "signal_received" and e.get("sig") in _STOP_SIGNALS and e.file == ev.file
-               and e.line < ev.line for e in st.events)
-
-
-def _stop_words(job: JobModel, ev: Event) -> bool:
-    """An error line of a rank the launcher stopped that says no more than that: what the SIGTERM
-    raised, or its echo logged ("received SIGTERM at step 12, training failed on this rank")."""
-    return _terminated(job, ev) or _after_signal(job, owner(job, ev), ev) \
-        or (ev.kind in ("log_error", *_OWN) and classify(ev, True, False) is None
-                and _SIGTERM_WORDS.search(record_text(ev)) is not None)
 
 
 def _logged_echo(ev: Event) -> bool:

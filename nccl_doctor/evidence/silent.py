@@ -9,7 +9,6 @@ that ended unlike all the others (``endings``). Built on the timeouts, failures 
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,7 +17,6 @@ from typing import Any
 from ..model import JobModel, RankState
 from ..model.job import ERROR_KINDS
 from ..model.links import rank_list
-from . import stacks, tracebacks
 from .alike import common_complaints
 from .dumps import dump_facts
 from .endings import Ending, host_of_rank, lost_peer_only, quiet_odd_ones
@@ -26,11 +24,11 @@ from .facts import _per_job, _stem, file_host, int_in, name_ranks, per_rank_layo
 from .failures import failures, job_failed, killed_ranks
 from .hang import silent_hang
 from .named import named_silent
-from .pids import state_for_pid, table_rank
 from .progress import PHASE_WORDS, phase_of
 from .ras import healthy as healthy_report
 from .rendezvous import deadlocked, incomplete, node_name
 from .retrying import repeated_failure
+from .standing import point_at_stacks
 from .statements import barrier_roots, named_by_torch
 from .suspects import _CONF, Suspect, lagging_ranks, stage_outliers
 from .timeouts import timed_out_states, timeouts_by_pg
@@ -177,7 +175,7 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
         add(Suspect(e.rank, e.state, why, conf, e.events or (e.state.events[-1:] if e.state else []),
                     host=host, ended=ended))
     for s in found.values():  # a dump of its own stacks (faulthandler) says where it was stuck: point at it
-        _point_at_stacks(s, len(found), job)
+        point_at_stacks(s, len(found), job)
     return sorted(found.values(), key=lambda s: (s.rank is None, s.rank or 0))
 
 
@@ -211,49 +209,6 @@ def _unclaimed_writers(job: JobModel) -> bool:
                for e in job.by_kind(*ERROR_KINDS, "gloo_timeout", "train_step"))
 
 
-def _point_at_stacks(s: Suspect, suspects: int, job: JobModel) -> None:
-    """Where faulthandler saw a silent rank: in its own dump, or (the only suspect, with no dump of
-    its own) in the one dump of a shared console that was not waiting in a collective."""
-    heads = [e for e in s.state.events if e.kind == "py_stack_timeout"] if s.state is not None else []
-    after = f", after {heads[-1].get('after')} without moving" if heads else ""
-    dump = stacks.own_dump(s.state)
-    if dump is not None:
-        main = stacks.main_thread(dump)
-        s.reason += f"; its own stack dump ({stacks.tool(dump)}{after}) shows it {stacks.where(dump)}"
-        s.events = [main, *[e for e in s.events if e is not main]]
-    elif suspects == 1 and (stopped := _dump_on_sigterm(job, s)) is not None:
-        main = stacks.main_thread(stopped)
-        s.reason += (f"; its stack dump when the launcher stopped it ({stacks.tool(stopped)}, "
-                     f"{os.path.basename(main.file)}: right below the SIGTERM of its pid) shows it {stacks.where(stopped)}")
-        s.events = [*s.events, main]
-    elif (found := _signal_found(job, s)) is not None:
-        frames, exc = found
-        inner = f"{frames[0].get('func')} ({tracebacks.script_name(frames[0])}:{frames[0].get('srcline')})"
-        outer = f", called from {frames[1].get('func')} (:{frames[1].get('srcline')})" if len(frames) > 1 else ""
-        s.reason += f"; its traceback, raised in its signal handler when it was stopped, shows it in {inner}{outer}"
-        s.events = [*s.events, frames[0], exc]
-    elif heads:  # the header alone: the frames were not read (interleaved with another dump)
-        s.reason += f"; its own stack dump (faulthandler{after}) shows where it was stuck"
-        s.events = [heads[-1], *[e for e in s.events if e is not heads[-1]]]
-    elif suspects == 1 and (odd := stacks.odd_loose_dump(job)) is not None:
-        main = stacks.main_thread(odd)
-        n = len(stacks.loose_dumps(job))
-        s.reason += (f"; of the {n} stack dumps in {os.path.basename(main.file)} ({stacks.tool(odd)}; they name no rank), "
-                     f"one process's were not waiting in a collective: it was {stacks.where(odd)}, most likely "
-                     "this rank")
-        s.events = [*s.events, main]
-
-
-def _signal_found(job: JobModel, s: Suspect) -> tuple[list, Any] | None:
-    """(the script frames where the stop found it, innermost first; its exception) from the one traceback of
-    this rank raised inside its signal handler (tracebacks.where_signal_found), when its script had a frame."""
-    if s.state is None:
-        return None
-    found = [(frames, e) for e in s.state.events if e.kind == "python_exception"
-             and (frames := tracebacks.where_signal_found(job, e))]
-    return found[-1] if found else None
-
-
 def _said_it_finished(st: RankState | None):
     """The rank's last line, when it says its training ended ("training finished") short of the steps it planned
     (its last step line "step 8/40"): it returned early, no hang. (A rank that finished every step it planned
@@ -268,20 +223,6 @@ def _said_it_finished(st: RankState | None):
     before = steps[0][0] if len(steps) == 2 else None
     stride = at - before if before is not None else 1  # (its step lines' spacing: "step 4", "step 8")
     return last if at < total - max(1, stride) else None  # (short of its last step line's next print)
-
-
-def _dump_on_sigterm(job: JobModel, s: Suspect) -> list | None:
-    """The one dump written right below the launcher's SIGTERM of this rank's process (stacks.dumps_on_sigterm;
-    the pid tied to the rank by the launcher's failure table or the rank's own lines), not waiting in a collective:
-    the other processes stopped with it had given up on their own (their timeouts), it was the one still stuck."""
-    if s.rank is None:
-        return None
-    found = []
-    for file, pids, dump in stacks.dumps_on_sigterm(job):
-        ranks = {st.rank if (st := state_for_pid(job, pid)) is not None else table_rank(job, file, pid) for pid in pids}
-        if s.rank in ranks and not stacks.in_collective(dump):
-            found.append(dump)
-    return found[0] if len(found) == 1 else None
 
 
 def stuck_in_phase(job: JobModel) -> list[tuple[RankState, tuple[Any, str], str]]:
