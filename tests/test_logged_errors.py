@@ -62,3 +62,13 @@ def test_an_error_record_with_host_and_rank_before_its_level_is_that_ranks_quote
     verdict = nccl_doctor.analyze(str(run)).verdict
     assert verdict["ranks"] == [2] and verdict["hosts"] == ["trn32"], verdict
     assert "logged error: non-finite loss nan at step 17" in verdict["summary"], verdict
+
+
+def test_a_glog_error_record_with_no_rank_is_its_pids_rank_error():
+    # fixtures/realruns/t328_exit1_r1_w2_glog_tee, console.log:20: "E1129 00:23:40.334 11787 train328.py:275]
+    # non-finite gradient norm (nan) at step 35; aborting this worker"; torchrun's table: rank 1 is pid 11787, exit 1
+    from pathlib import Path
+    run = Path(__file__).resolve().parent.parent / "fixtures" / "realruns" / "t328_exit1_r1_w2_glog_tee"
+    verdict = nccl_doctor.analyze(str(run)).verdict
+    assert verdict["ranks"] == [1], verdict
+    assert "logged error: non-finite gradient norm (nan) at step 35" in verdict["summary"], verdict
