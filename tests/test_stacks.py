@@ -47,6 +47,11 @@ SILENT = [
      "of the 3 stack dumps in console.log (faulthandler; they name no rank), one process's were not waiting in a "
      "collective: it was in add (train318.py:190), called from main (train318.py:365); its other threads: run "
      "(train318.py:249), _flusher (train318.py:201)"),
+    # two SIGUSR1 dumps: rank 0's main thread in autograd's engine (_engine_run_backward: DDP's gradient all_reduce
+    # waits there), the other's in np.load under the DataLoader's __getitem__ (console.err:1-52)
+    ("t330_dataload_r1_w2_split", 1,
+     "of the 2 stack dumps in console.err (faulthandler; they name no rank), one process's were not waiting in a "
+     "collective: it was in load (_npyio_impl.py:454), from _shard (train330.py:198)"),
 ]
 
 

@@ -36,6 +36,9 @@ _LIBRARIES = frozenset(sys.stdlib_module_names) | frozenset((
     "absl", "psutil", "setuptools", "pkg_resources", "vllm", "submitit", "fairseq", "webdataset", "boto3", "botocore"))
 #: torch's collectives live here: a thread in it waits for its peers.
 _COLLECTIVES = "/torch/distributed/"
+#: autograd's engine entry, where a DDP rank's main thread waits for the gradient all_reduce.
+_AUTOGRAD = "/torch/autograd/"
+_BACKWARD = frozenset(("_engine_run_backward", "run_backward", "backward"))
 #: Threads named in a description besides the main one, at most.
 OTHER_THREADS = 3
 
@@ -117,7 +120,10 @@ def main_thread(dump: list[Event]) -> Event:
 
 
 def in_collective(dump: list[Event]) -> bool:
-    return any(_COLLECTIVES in "/" + f.path.replace("\\", "/") for f in frames(main_thread(dump))[:3])
+    """Its main thread waits in torch's collectives, or in autograd's engine (DDP's gradient all_reduce runs in
+    backward: a rank that waits there for a peer is seen in ``_engine_run_backward``)."""
+    top = [("/" + f.path.replace("\\", "/"), f.func) for f in frames(main_thread(dump))[:3]]
+    return any(_COLLECTIVES in path or (_AUTOGRAD in path and func in _BACKWARD) for path, func in top)
 
 
 def where(dump: list[Event], others_too: bool = True) -> str:
