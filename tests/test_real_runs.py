@@ -283,6 +283,13 @@ KNOWN_WRONG = {
                                                      "expected less than its ring predecessor sent); a short buffer "
                                                      "on rank 1 or a long one on rank 0 read alike, and nothing logs "
                                                      "the padding",
+    "t331_skip_r0_pp4_emb_tee": "rank 0 skipped the tied embedding's all_reduce in group {0, 3}: rank 3 waits there "
+                                "(:343) alone while ranks 0-2 wait in the grad-norm all_reduce (:279); the lone "
+                                "rank at another collective is named (rank 3, the victim): only the group of its "
+                                "collective, which no line says, shows its partner moved on",
+    "t331_skip_r1_pp4_sendgrad_logdir": "rank 1 left out a gradient send: rank 0 waits in recv_grad from stage 1 "
+                                        "(:336) while rank 1 is past its backward (:279); which stage sends to "
+                                        "which is the pipeline's order, which the logs do not state",
 }
 
 
