@@ -86,8 +86,8 @@ def _store_node(job: JobModel, node: LostStoreNode, rule: Rule) -> Finding:
                f"no error and no launcher report, while {where} lost the rendezvous store it hosted and stopped its "
                "own workers before they could fail: the node itself stopped (it died, lost power or was killed)")
     evidence = lasts[:2] + node.losses[:2]
-    return rule.finding(summary, confidence="medium", hosts=[node.host], evidence=evidence, blame_hosts=[node.host],
-                        first_seen=facts.first_ts(evidence), subject=f"the node {node.host}")
+    return rule.finding(summary, confidence="medium", ranks=ranks, hosts=[node.host] * len(ranks), evidence=evidence,
+                        blame_hosts=[node.host], first_seen=facts.first_ts(evidence), subject=f"the node {node.host}")
 
 
 def _hint(rule: Rule, suspects: list[facts.Suspect]) -> Finding:
