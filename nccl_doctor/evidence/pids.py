@@ -171,10 +171,19 @@ def self_pid_rank(job: JobModel, pid: int | None) -> int | None:
     """The one rank whose own line names this pid as its own ("started on vm pid 13022", "rank 2 |
     pid 14087 | ...", "starting on vm pid 23606: rank 0 local_rank 0 world_size 2"): what ties a kill report
     to a rank whose lines carry no pid."""
-    owners = {global_rank(job, e) for e in job.by_kind("self_pid", "rank_world")
-              if pid is not None and e.get("self_pid") == pid}
-    owners.discard(None)
-    return next(iter(owners)) if len(owners) == 1 else None
+    return _self_pids(job).get(pid) if pid is not None else None
+
+
+@_per_job
+def _self_pids(job: JobModel) -> dict[int, int]:
+    """pid -> the one rank whose own line names it (a pid two ranks name is left out). Built once: state_for_pid
+    asks it for every pid no rank's lines carry, a launcher report's each."""
+    owners: dict[int, set[int]] = defaultdict(set)
+    for e in job.by_kind("self_pid", "rank_world"):
+        pid, rank = e.get("self_pid"), global_rank(job, e)
+        if pid is not None and rank is not None:
+            owners[pid].add(rank)
+    return {pid: next(iter(ranks)) for pid, ranks in owners.items() if len(ranks) == 1}
 
 
 def started_rank(job: JobModel, pid: int | None, file: str | None = None) -> int | None:

@@ -44,8 +44,9 @@ def after_signal(job: JobModel, st: RankState | None, ev: Event) -> bool:
     own error (classify names one) still is its own."""
     if st is None or classify(ev, True, False) is not None:
         return False
-    return where_signal_found(job, ev) is not None or any(e.kind == "signal_received" and e.get("sig") in _STOP_SIGNALS and e.file == ev.file
-               and e.line < ev.line for e in st.events)
+    said = any(e.kind == "signal_received" and e.get("sig") in _STOP_SIGNALS and e.file == ev.file and e.line < ev.line
+               for e in st.events)
+    return said or where_signal_found(job, ev) is not None
 
 
 def stop_words(job: JobModel, ev: Event) -> bool:

@@ -88,7 +88,7 @@ def labels_that_are_no_host(procs: list[Proc]) -> None:
         for e in p.events:
             if e.kind in _NAMES_OWN_HOST and e.fields.get("host"):
                 own.add(str(e.fields["host"]))
-                with_pid = with_pid or e.kind == "self_pid" or e.fields.get("self_pid") is not None
+                with_pid = with_pid or e.fields.get("self_pid") is not None  # (every self_pid line, some rank_world ones)
         if len({h.split(".", 1)[0] for h in own}) == 1:
             full = min(own)
             said[id(p)] = (full.split(".", 1)[0], full)
