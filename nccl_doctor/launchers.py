@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .jsonlog import LOGFMT_START, decode_logfmt
 from .jsonlog import decode as decode_json
+from .reading import clean_text
 from .resources import parsers_dir
 from .timeparse import _MONTHS
 
@@ -221,7 +222,8 @@ class LauncherStripper:
 
 def detect_modes(sample_lines: list[str], launchers: tuple[Launcher, ...] | None = None) -> frozenset[str]:
     """Which ambiguous launchers apply to a file, judged on its first non-blank lines."""
-    lines = [ln for ln in sample_lines[:600] if ln.strip()][:200]
+    # as the scanner reads them: a colour code before a prefix (docker compose's coloured "trainer-1  | ") hides it
+    lines = [clean_text(ln) for ln in sample_lines[:600] if ln.strip()][:200]
     if len(lines) < 3:
         return frozenset()
     all_l = launchers or load_launchers()

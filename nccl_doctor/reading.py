@@ -357,7 +357,11 @@ def _has_long_line(body: bytes, max_line: int) -> bool:
 
 def clean_line(raw: bytes) -> str:
     """Decode leniently and neutralise terminal control sequences and NULs in one line."""
-    text = raw.decode("utf-8", "replace")
+    return clean_text(raw.decode("utf-8", "replace"))
+
+
+def clean_text(text: str) -> str:
+    """A decoded line with its terminal control sequences and NULs taken out (as the scanner reads it)."""
     if "\x1b" in text or "\x00" in text or "\r" in text or "\x07" in text or "\x7f" in text:
         text = _ANSI.sub(_keep_cr, text)
     return text

@@ -132,11 +132,12 @@ def build(report: Any) -> Timeline:
         marks.extend((i, *m) for m in mk)
     seen = {r.rank for r in states if r.rank is not None}
     # A rank with no line of its own sits under the host a launcher's table gave it, or the one the
-    # verdict names for it (its neighbours' node, a file named after its node), as the report says it;
+    # verdict names for it (its neighbours' node, a file named after its node), as the report says it
+    # ("ranks 0-1 on gpu-r7-n01": a verdict naming several ranks and one host puts them all there);
     # so does a rank whose lines name no host.
     verdict = getattr(report, "verdict", None) or {}
     named = verdict.get("hosts") or []
-    verdict_host = named[0] if len(named) == 1 and len(verdict.get("ranks") or []) == 1 else None
+    verdict_host = named[0] if len(named) == 1 and verdict.get("ranks") else None
     for row in rows:
         if row["host"] is None and verdict_host is not None and row["rank"] in verdict["ranks"]:
             row["host"] = verdict_host

@@ -194,3 +194,11 @@ def test_a_label_with_an_underscore_is_no_node():
     assert stripper.strip("[trainer_1] step 3 loss 2.2907")[1] == "[trainer_1] step 3 loss 2.2907"  # noqa: B005
     fields, rest = stripper.strip("[node1] step 3 loss 2.2907")  # noqa: B005
     assert (fields.get("host"), rest) == ("node1", "step 3 loss 2.2907")
+
+
+def test_a_coloured_compose_prefix_is_detected_as_the_scanner_reads_it():
+    # docker compose colours each container's name: "ESC[36mtrainer-1  | ESC[0m..." on every line
+    lines = [f"\x1b[36mtrainer-1  | \x1b[0m[default{i % 2}]:2026-11-29 02:05:03,802 \x1b[32mINFO\x1b[0m "
+             f"[rank {2 + i % 2}] train: step {i} loss 2.09" for i in range(12)]
+    assert "compose_service" in detect_modes(lines)
+    assert "compose_service" not in detect_modes([ln.replace("trainer-1  | ", "") for ln in lines])

@@ -7,6 +7,7 @@ out, which rank died of which signal, who had already timed out.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -1012,3 +1013,60 @@ def test_a_stack_dump_below_the_launchers_sigterm_of_a_pid_is_that_ranks(tmp_pat
     assert said == cited, rep.verdict["summary"]
     if cited:
         assert "in record (train.py:315), called from main (train.py:366)" in rep.verdict["summary"]
+
+
+def _json_rank(tmp_path, rank: int, steps: int, said: str | None, site: tuple[int, str, str], error: str):
+    """A torchrun --log-dir rank folder: its traceback on stderr, JSON records on stdout ending with the
+    logger's own "training failed" record that embeds the same traceback in one field."""
+    line, func, call = site
+    tb = ["Traceback (most recent call last):", '  File "/job/train.py", line 300, in <module>', "    main()",
+          f'  File "/job/train.py", line {line}, in {func}', f"    dist.{call}()",
+          '  File "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 5356, in '
+          f"{call}", "    work.wait()", error]
+    folder = tmp_path / "logs" / "none_x" / "attempt_0" / str(rank)
+    folder.mkdir(parents=True)
+    _write(folder, "stderr.log", [f"[rank{rank}]: {t}" for t in tb])
+    def rec(s: int, level: str, message: str, **extra) -> str:
+        return json.dumps({"time": f"2026-11-29T01:00:{s:02d}.122", "level": level, "logger": "finetune",
+                           "rank": rank, "message": message, **extra})
+
+    out = [rec(i, "INFO", f"epoch 0 step {i} loss 1.38{i:02d}") for i in range(steps)]
+    if said:
+        out.append(rec(steps, "INFO", said))
+    out.append(rec(59, "ERROR", "training failed", exception="\n".join(tb)))
+    _write(folder, "stdout.log", out)
+
+
+def test_a_json_records_copy_of_the_traceback_does_not_hide_where_the_rank_waited(tmp_path):
+    # t333_barrier_upload: rank 0 waits in a barrier only it reaches ("waiting for the other ranks"), rank 1
+    # goes on to the next step's all_reduce; each rank's logger writes its own one-line copy of the traceback
+    # after it, with no frame lines: the frames of the traceback say where each waited.
+    _json_rank(tmp_path, 0, 18, "uploaded predictions of step 17, waiting for the other ranks before pruning",
+               (216, "upload_predictions", "barrier"),
+               "RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] "
+               "Timed out waiting 30000ms for recv operation to complete")
+    _json_rank(tmp_path, 1, 19, None, (151, "sync_grads", "all_reduce"),
+               "RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection "
+               "closed by peer [127.0.0.1]:3997. This is typically caused by a remote worker crashing.")
+    report = analyze([str(tmp_path)], jobs=1)
+    assert report.verdict["ranks"] == [0]
+    assert "train.py:216 (in upload_predictions)" in report.verdict["summary"]
+
+
+def test_a_label_two_nodes_share_that_their_tables_split_is_no_host(tmp_path):
+    # Each node's console under its compose service's "trainer-1  | ": the label is the same on both nodes,
+    # torchrun's tables put ranks 0-1 on one container and 2-3 on another. Rank 2 hung (SIGTERMed, no error of
+    # its own): it is on its table's host, not on "trainer-1".
+    def node(host: str, ranks: tuple[int, int], hung: int | None) -> list[str]:
+        out = [f"trainer-1  | [default{r % 2}]:[rank {r}] step {s} loss 2.0" for s in range(6) for r in ranks]
+        for r in ranks:
+            if r != hung:
+                out.append(f"trainer-1  | [default{r % 2}]:" + _TIMEOUT.format(r=r))
+        rows = [(r, r % 2, -15 if r == hung else 1, 15800 + r) for r in ranks]
+        return out + [f"trainer-1  | {t}" for t in _table(host, rows[1:], rows[0])]
+
+    _write(tmp_path, "a7c3e91f02b4.log", node("a7c3e91f02b4", (0, 1), None))
+    _write(tmp_path, "5d18b0c6e3f7.log", node("5d18b0c6e3f7", (2, 3), 2))
+    report = analyze([str(tmp_path)], jobs=1)
+    assert report.verdict["ranks"] == [2]
+    assert report.verdict["hosts"] == ["5d18b0c6e3f7"]

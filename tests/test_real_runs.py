@@ -290,10 +290,6 @@ KNOWN_WRONG = {
     "t331_skip_r1_pp4_sendgrad_logdir": "rank 1 left out a gradient send: rank 0 waits in recv_grad from stage 1 "
                                         "(:336) while rank 1 is past its backward (:279); which stage sends to "
                                         "which is the pipeline's order, which the logs do not state",
-    "t333_barrier_upload_r0_w2_json_logdir": "rank 0 alone timed out in a barrier after 'waiting for the other "
-                                             "ranks before pruning old uploads' while rank 1 lost it in the "
-                                             "gradient all_reduce; its JSON 'training failed' record, read after "
-                                             "its traceback, hides where it waited, so the two sites are not read",
     "t333_skipmetric_r0_w3_print_tee": "gloo aborts rank 2 in the metrics all_reduce ('21488 vs 8') where rank 1 "
                                        "waits too, while rank 0 is in the next step's backward: rank 0 skipped it "
                                        "(its rankless 'skipping it' warning); the abort's ring pair (2 and 1) is "

@@ -198,3 +198,17 @@ def test_a_rank_whose_lines_name_no_host_sits_under_the_host_the_report_names_fo
     tl = build(rep)
     assert _rank(tl, 5)["host"] == "gpu-node-07"
     assert _rank(tl, 2)["host"] is None
+
+
+def test_ranks_of_a_node_the_report_names_sit_under_it():
+    # A node lost whole: the verdict names ranks 0-1 on one host (read from its console's file name), their
+    # lines name none: the timeline lists both there; rank 2, not named, stays hostless.
+    rep = hang_report(n=4, culprit=0, verdict=False)
+    for st in rep.job.ranks:
+        if st.rank in (0, 1, 2):
+            st.host = None
+    rep.verdict = {"summary": "the node gpu-r7-n01 (ranks 0-1) went away", "rule": "RK2", "ranks": [0, 1],
+                   "hosts": ["gpu-r7-n01"], "headline": "ranks 0-1 (gpu-r7-n01) went away [RK2]", "rules": ["RK2"]}
+    tl = build(rep)
+    assert _rank(tl, 0)["host"] == "gpu-r7-n01" and _rank(tl, 1)["host"] == "gpu-r7-n01"
+    assert _rank(tl, 2)["host"] is None

@@ -21,15 +21,24 @@ def script_site(st: RankState) -> tuple[tuple[str, int], Event, Event, bool] | N
     """((script name, line), its frame, the exception, whether its traceback goes through
     torch.distributed) of the last echo the process raised."""
     evs = st.events
+    copy_of = None  # the text of a frameless exception line: a logger's one-record copy of the traceback below
     for i in range(len(evs) - 1, -1, -1):
         exc = evs[i]
         if exc.kind not in _EXC_KINDS:
             continue
         text = exc_text(exc)
+        if copy_of is not None and text != copy_of:
+            continue
         if exc.kind == "python_exception" and not _CONSEQUENCE.search(text):
             return None  # its own error: a cause, told elsewhere
         frames = list(frames_above(evs, i, _EXC_KINDS))
         f = next((f for f in frames if f.kind == "py_script_frame" and not _ENTRY_POINT.search(str(f.get("path")))), None)
+        if f is None and copy_of is None and not any(f.kind.endswith("_frame") for f in frames):
+            # a JSON or one-line record holding the whole traceback in one field ("training failed" with the
+            # exception embedded), written to another stream or read after the traceback itself: the same
+            # exception with its frames, earlier, says where the rank was
+            copy_of = text
+            continue
         in_c10d = any(f.kind == "torch_c10d_frame" for f in frames)
         return ((script_name(f), int(f.get("srcline") or 0)), f, exc, in_c10d) if f is not None else None
     return None

@@ -34,6 +34,7 @@ def name_hosts(ranks: list[RankState], events: list[Event], world: int | None = 
                 tasks[t].add(str(e.get("host")))
         elif e.kind == "slurm_cancel" and e.rank is not None and e.get("host"):  # slurmstepd's, under its label
             tasks[e.rank].add(str(e.get("host")))
+    _labels_tables_split(ranks, rows)
     seen_hosts = {r.host for r in ranks if r.host} | nccl_hosts
     short = {h.split(".", 1)[0] for h in seen_hosts}
     # torchrun's table names the agent's FQDN, NCCL cuts at the first dot: one host, one name
@@ -71,6 +72,23 @@ def as_written(hosts: list[str]) -> dict[str, str]:
             full[h.split(".", 1)[0]].add(h)
     plain = {h for h in hosts if "." not in h}
     return {s: next(iter(fs)) for s, fs in full.items() if len(fs) == 1 and s not in plain}
+
+
+def _labels_tables_split(ranks: list[RankState], rows: dict[int, set[str]]) -> None:
+    """A label the ranks of two nodes share (a compose service's "trainer-1  | " on each node's console) that
+    torchrun's tables split: the ranks under it are on two hosts, none of them the label; each rank is on its
+    table's host, and a rank no table lists has no known host."""
+    under: dict[str, list[RankState]] = defaultdict(list)
+    for r in ranks:
+        if r.host and r.rank is not None:
+            under[r.host].append(r)
+    for label, rs in under.items():
+        tables = {h for r in rs if len(rows.get(r.rank, ())) == 1 for h in rows[r.rank]}
+        if len(tables) < 2 or label in tables or tables & set(under):
+            continue
+        for r in rs:
+            hs = rows.get(r.rank, ())
+            r.host = next(iter(hs)) if len(hs) == 1 else None
 
 
 def labels_that_are_no_host(procs: list[Proc]) -> None:
