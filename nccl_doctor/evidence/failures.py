@@ -14,7 +14,6 @@ results are cached per job like the facts.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 
 from ..events import Event
@@ -64,15 +63,10 @@ from .rendezvous import (
     store_oversized,
     unreachable,
 )
+from .saysmore import says_more
 from .teardown import harmless
 from .timeouts import timed_out_states, timeouts_by_pg, watchdog_kills
 from .tracebacks import CARRIES_ON, caught, chained_to_echo, heads_traceback, ran_past
-
-#: Which of a rank's error lines describes its failure best (lower is more specific).
-_SPECIFIC = {"cuda_oom": 0, "cuda_error": 0, "nccl_cuda_fail": 0, "nccl_alloc_fail": 0, "nccl_shm": 0,
-             "nccl_dup_gpu": 0, "xid": 0, "oom_killer": 0, "worker_mem_kill": 0, "timer_reaped": 0, "python_exception": 1, "torch_wd_exception": 1,
-             "log_error": 2,
-             "torch_nccl_err_kind": 2, "torch_nccl_error": 2, "cpp_terminate": 3, "signal": 3}
 
 
 def _signalled_agents(job: JobModel, found: list[Failure]) -> list[Failure]:
@@ -151,37 +145,6 @@ def killed_ranks(job: JobModel) -> tuple[set[int], set[int]]:
                 and srun_first_kill(job, ev) is None:
             ranks.update(expand_tasks(ev.get("tasks")))
     return states, ranks
-
-
-#: torch's ExceptionWrapper.reraise: an exception raised in a DataLoader worker (or a pin-memory
-#: thread, a DataParallel replica) is raised again in the rank as "<Type>: Caught <Type> in DataLoader
-#: worker process 1.", followed by "Original Traceback (most recent call last):" and the original
-#: traceback, which ends in the exception itself ("ValueError: corrupt sample 481 ...").
-_RERAISED = re.compile(r"^Caught (\w{1,64}) (?:in|on) ")
-
-
-def _gathered(first: Event, ev: Event) -> bool:
-    """``first`` is torch.distributed.checkpoint's CheckpointException (the ranks that failed, said on
-    every rank) and ``ev`` the failing rank's own exception it carries: the latter says what failed."""
-    return first.kind == ev.kind == "python_exception" and str(first.get("exc_type") or "").endswith(
-        "CheckpointException") and not str(ev.get("exc_type") or "").endswith("CheckpointException")
-
-
-def _bare_reset(first: Event, ev: Event) -> bool:
-    """A bare ConnectionResetError the rank's next exception says more about ("During handling of the
-    above exception ... DataLoader worker (pid 10177) is killed by signal: Killed.")."""
-    return first.get("exc_type") == "ConnectionResetError" and ev.kind == "python_exception" \
-        and ev.get("exc_type") != "ConnectionResetError"
-
-
-def _original_of(wrapper: Event, ev: Event) -> bool:
-    """``ev`` is the original exception that torch's re-raise ``wrapper`` quotes below it."""
-    if wrapper.kind != "python_exception" or ev.kind != "python_exception" or ev.file != wrapper.file \
-            or not 0 < ev.line - wrapper.line <= 200:
-        return False
-    m = _RERAISED.match(str(wrapper.get("msg") or ""))
-    return m is not None and m.group(1) == str(ev.get("exc_type") or "").rsplit(".", 1)[-1] \
-        and _RERAISED.match(str(ev.get("msg") or "")) is None
 
 
 def _exits_together(job: JobModel) -> list[Failure]:
@@ -315,10 +278,8 @@ def failures(job: JobModel) -> list[Failure]:
                 continue
             f.host = f.host or host
             told = said_by[id(f)] if id(f) in said_by else f.events[0]
-            if _SPECIFIC.get(ev.kind, 4) < min(_SPECIFIC.get(e.kind, 4) for e in f.events) \
-                    or any(_original_of(w, ev) for w in f.events) or _gathered(f.events[0], ev) \
-                    or _bare_reset(f.events[0], ev) or (everyones(job, told) and not everyones(job, ev) and rst is not None
-                           and trained_between(rst, told, ev)):
+            if says_more(f.events, ev) or (everyones(job, told) and not everyones(job, ev) and rst is not None
+                                            and trained_between(rst, told, ev)):
                 # a more specific line of the same failure; or its own error after one every rank wrote
                 # and it trained on after (a job-wide complaint it lived with)
                 f.category, f.what = cat, what
