@@ -1070,3 +1070,46 @@ def test_a_label_two_nodes_share_that_their_tables_split_is_no_host(tmp_path):
     report = analyze([str(tmp_path)], jobs=1)
     assert report.verdict["ranks"] == [2]
     assert report.verdict["hosts"] == ["5d18b0c6e3f7"]
+
+
+def _node_a(restart: bool) -> list[str]:
+    out = ["[02:22:26] INFO: starting on a100-p-3 pid 22884: rank 0 local_rank 0 group_rank 0 world_size 2 "
+           "restart_count 0/2"]
+    out += [f"[02:22:{27 + s // 8}] INFO: step {s}/40 | loss 6.41 | 0.16 s/step" for s in range(0, 24, 4)]
+    out += ["[rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read "
+            "error [127.0.0.1]:37575: Connection reset by peer",
+            "W1129 02:22:31.891000 22878 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process "
+            "22884 closing signal SIGTERM"]
+    if restart:  # the same rank again, a new pid, counting from step 0 (a membership change: restart_count 0)
+        out += ["[02:22:34] INFO: starting on a100-p-3 pid 22896: rank 0 local_rank 0 group_rank 0 world_size 2 "
+                "restart_count 0/2", "[02:22:36] INFO: resume disabled: starting from step 0"]
+        out += [f"[02:22:{36 + s // 8}] INFO: step {s}/40 | loss 6.41 | 0.16 s/step" for s in range(0, 40, 4)]
+    return out
+
+
+@pytest.mark.parametrize("restart", [True, False])
+def test_a_killed_rank_only_its_agent_reports_is_the_one_rank_no_line_accounts_for(tmp_path, restart):
+    # Two nodes of one rank each: rank 0 on a100-p-3 says so; a100-p-4's console holds only its agent's "failed
+    # (exitcode: -9) local_rank: 0": the one rank of the world no line accounts for, rank 1. When rank 0 then
+    # starts again under a new pid after its agent stopped the old one, torchrun restarted the group (MN5).
+    _write(tmp_path, "a100-p-3.log", _node_a(restart))
+    _write(tmp_path, "a100-p-4.log", [
+        "E1129 02:22:31.604000 22879 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -9) "
+        "local_rank: 0 (pid: 22883) of binary: /venv/bin/python3"])
+    report = analyze([str(tmp_path)], jobs=1)
+    assert report.verdict["ranks"] == [1] and report.verdict["hosts"] == ["a100-p-4"]
+    assert ("MN5" in {f.rule for f in report.findings}) is restart
+
+
+def test_the_same_rank_number_started_by_another_job_in_one_file_is_no_restart(tmp_path):
+    # Two jobs appending to one log file: job B's rank 0 starts under another pid while job A's rank 0 trains on,
+    # and nothing stopped job A's process: no restart.
+    lines = ["2026-11-27 23:12:45,891 INFO [rank 0] starting on vm pid 31248 (local rank 0) world_size 3"]
+    lines += [f"2026-11-27 23:12:4{6 + s // 10},000 INFO [rank 0] step {s} loss 1.2" for s in range(0, 30, 5)]
+    lines += ["2026-11-27 23:12:51,472 INFO [rank 0] starting on vm pid 31263 (local rank 0) world_size 2"]
+    lines += [f"2026-11-27 23:12:5{2 + s // 10},000 INFO [rank 0] step {s} loss 1.2" for s in range(0, 20, 5)]
+    lines += ["E1127 23:12:56.734000 31260 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: "
+              "-9) local_rank: 1 (pid: 31264) of binary: /venv/bin/python3"]
+    _write(tmp_path, "train.log", lines)
+    report = analyze([str(tmp_path)], jobs=1)
+    assert "MN5" not in {f.rule for f in report.findings}

@@ -33,9 +33,9 @@ from .causes import (
 from .exits import forced_kills
 from .facts import _per_job, file_host, fmt_ranks, global_rank, int_in, plural, record_text
 from .failures import failures
+from .nodename import node_name
 from .pids import fail_ranks, state_for_pid, table_rank
 from .recovery import clean_restart
-from .rendezvous import node_name
 from .sites import script_site
 from .statements import aborted_in_tables, mismatch_reports
 from .stopraised import _OWN, after_signal, stop_words, terminated

@@ -47,6 +47,7 @@ from .facts import (
     writer,
 )
 from .failure_record import Failure
+from .nodename import node_name
 from .numerics import spread_failures
 from .oddsetting import set_otherwise
 from .orphans import name_the_erring_child, pair_loose_traceback, told_twice
@@ -55,7 +56,6 @@ from .pids import ds_spawned, expand_tasks, fail_ranks, state_for_pid
 from .recovery import before_clean_restart, trained_between, trained_on
 from .rendezvous import (
     is_wrapper_echo,
-    node_name,
     store_beyond_world,
     store_client_rank,
     store_host_rank,

@@ -14,7 +14,7 @@ from ..model import JobModel, RankState
 from ..model.job import ERROR_KINDS
 from .facts import _per_job
 from .failures import failures
-from .rendezvous import node_name
+from .nodename import node_name
 from .timeouts import timeouts_by_pg, watchdog_kills
 
 #: Seconds a lost node's last line may come after the first loss another agent reports (clocks, buffering).

@@ -18,6 +18,7 @@ from ..model import JobModel, RankState
 from ..model.identity import file_rank
 from ..model.links import expand_tasks, rank_list
 from .facts import _per_job, global_rank, host_of, int_in
+from .nodename import node_name
 
 
 def _short_host(host: str | None) -> str | None:
@@ -91,7 +92,25 @@ def fail_ranks(job: JobModel, ev: Event) -> list[int | None]:
             return [_table_ranks(job)[(ev.file, int_in(ev.get("pid")))]]
         if ev.kind == "elastic_failed" and int_in(ev.get("local_rank")) is not None and _one_agent_for_all(job):
             return [int_in(ev.get("local_rank"))]  # one agent ran every rank: its local ranks are the ranks
+        if ev.kind in ("elastic_failed", "elastic_cfe") and global_rank(job, ev) is None:
+            lone = _lone_unseen_rank(job, ev.get("host") or host_of(job, ev) or node_name(job, ev.file))
+            if lone is not None:
+                return [lone]
     return [global_rank(job, ev)]
+
+
+def _lone_unseen_rank(job: JobModel, host: str | None) -> int | None:
+    """The one rank of the world no line accounts for, when the process a node's agent reports is on a node
+    none of the ranks seen runs on (a rank that logged nothing, killed: its agent's "failed (exitcode: -9)
+    local_rank: 0" is all there is of it, and every other rank of the world is elsewhere)."""
+    world = job.ranks_expected
+    if not host or not world or world > 65536:
+        return None
+    seen = job.known_ranks()
+    missing = [r for r in range(world) if r not in seen] if len(seen) == world - 1 else []
+    if len(missing) != 1 or any(st.host is None or _short_host(st.host) == _short_host(host) for st in seen.values()):
+        return None
+    return missing[0]
 
 
 @_per_job

@@ -130,9 +130,47 @@ def segment_restarts(job: JobModel) -> Restarts:
             out.count = max(out.count, gen)
         if not has_marker and attempt_in_path(path) is None:
             unmarked.append(events)
+    if not out.markers and job.by_kind("elastic_failed"):
+        stopped = {int_in(e.get("pid")) for e in job.by_kind("elastic_failed", "elastic_sigterm", "elastic_cfe")}
+        unmarked = [evs for evs in unmarked if not _new_process_markers(out, evs, stopped - {None})]
     for events in unmarked if out.markers else ():
         _place_unmarked(out, events, marker_times)
     return out
+
+
+def _new_process_markers(out: Restarts, events: list[Event], stopped: set[int]) -> bool:
+    """A worker's start-up line naming another pid of its own after it made progress, when its agent had
+    stopped or seen fail the process of its previous pid (``stopped``: the pids of "Sending process N
+    closing signal", "failed (exitcode: ...) (pid: N)"), in a job that logged no restart (torchrun at its
+    default level; a membership change keeps ``restart_count 0``): the same worker started again, the next
+    attempt (not another job's rank of that number writing to the same file). Its events take their
+    generation by line order; False when the file shows no such line."""
+    starts = []
+    pid: dict[int, int] = {}  # rank -> the pid its last start-up line named
+    progressed: set[int | None] = set()  # ranks with a step line since (None: a step line naming no rank)
+    for i, ev in enumerate(events):
+        rank = ev.rank if ev.rank is not None else int_in(ev.get("rank"))
+        if ev.kind in ("train_step", "train_epoch"):
+            progressed.add(rank)
+            continue
+        own = int_in(ev.get("self_pid")) if ev.kind in ("rank_world", "self_pid") and rank is not None else None
+        if own is not None:
+            # (a file of several writers: only a rank's own start-up lines say it started again)
+            if pid.get(rank, own) != own and progressed & {rank, None} and pid[rank] in stopped:
+                starts.append(i)
+                progressed.clear()
+            pid[rank] = own
+    if not starts:
+        return False
+    gen = 0
+    for i, ev in enumerate(events):
+        if starts and i == starts[0]:
+            starts.pop(0)
+            gen += 1
+            out.markers.append(ev)
+        out.gen_of[id(ev)] = gen
+        out.count = max(out.count, gen)
+    return True
 
 
 def _place_unmarked(out: Restarts, events: list[Event], marker_times: list[tuple[float, int]]) -> None:

@@ -24,9 +24,10 @@ from .facts import _per_job, _stem, file_host, int_in, name_ranks, per_rank_layo
 from .failures import failures, job_failed, killed_ranks
 from .hang import silent_hang
 from .named import named_silent
+from .nodename import node_name
 from .progress import PHASE_WORDS, phase_of
 from .ras import healthy as healthy_report
-from .rendezvous import deadlocked, incomplete, node_name
+from .rendezvous import deadlocked, incomplete
 from .retrying import repeated_failure
 from .standing import point_at_stacks
 from .statements import barrier_roots, named_by_torch

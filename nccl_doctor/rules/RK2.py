@@ -17,9 +17,9 @@ from ..evidence import facts
 from ..evidence.endings import lost_peer_only
 from ..evidence.facts import fmt_ranks, plural
 from ..evidence.nodeloss import LostStoreNode, store_node_lost
+from ..evidence.nodename import node_name
 from ..evidence.outside import interrupted as _interrupted
 from ..evidence.outside import stopped_from_outside
-from ..evidence.rendezvous import node_name
 from ..evidence.restarts import got_over
 from ..findings import Finding, Severity
 from ..model import JobModel
