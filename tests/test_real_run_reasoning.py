@@ -1113,3 +1113,12 @@ def test_the_same_rank_number_started_by_another_job_in_one_file_is_no_restart(t
     _write(tmp_path, "train.log", lines)
     report = analyze([str(tmp_path)], jobs=1)
     assert "MN5" not in {f.rule for f in report.findings}
+
+
+def test_the_node_a_rank_that_wrote_nothing_was_probably_on_is_said_of_that_rank():
+    # t342_file_r1_2x1_plain_usr1_redirect: trn-04's console holds rank 0's timeout, trn-05's no rank's lines (rank 1
+    # wrote nothing before it hung): rank 1 was probably on trn-05, said of rank 1, not of rank 0 that timed out.
+    report = analyze([str(REALRUNS / "t342_file_r1_2x1_plain_usr1_redirect")], jobs=1)
+    rk2 = next(f for f in report.findings if f.rule == "RK2")
+    assert report.verdict["ranks"] == [1]
+    assert "timed out waiting; it was probably on trn-05, the one node" in rk2.summary

@@ -172,7 +172,7 @@ def silent_ranks(job: JobModel) -> list[Suspect]:
             why, conf = f"it wrote no line while {seen}", "medium"
         host = host_of_rank(job, e)
         if host is None and e.state is None and len(odd) == 1 and (host := _node_of_the_missing(job)) is not None:
-            why += f" (probably on {host}, the one node whose console holds no known rank's lines)"
+            why += f"; it was probably on {host}, the one node whose console holds no known rank's lines"
         add(Suspect(e.rank, e.state, why, conf, e.events or (e.state.events[-1:] if e.state else []),
                     host=host, ended=ended))
     for s in found.values():  # a dump of its own stacks (faulthandler) says where it was stuck: point at it
