@@ -192,8 +192,8 @@ class LauncherStripper:
         for key in ("local_rank", "lr_pipe", "lr_frac", "lr_host"):  # (one group per spelling of a label)
             if g.get(key) is not None:
                 fields["local_rank"] = int(g[key])
-        if g.get("host"):
-            fields.setdefault("host", g["host"])
+        if g.get("host") or g.get("host_b"):  # (host_b: another spelling's host in one prefix, "[dgx-b07:rank0]")
+            fields.setdefault("host", g.get("host") or g["host_b"])
         if g.get("pod"):
             fields.setdefault("pod", g["pod"])
         if g.get("pid") or g.get("pid_b"):

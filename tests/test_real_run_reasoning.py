@@ -1122,3 +1122,12 @@ def test_the_node_a_rank_that_wrote_nothing_was_probably_on_is_said_of_that_rank
     rk2 = next(f for f in report.findings if f.rule == "RK2")
     assert report.verdict["ranks"] == [1]
     assert "timed out waiting; it was probably on trn-05, the one node" in rk2.summary
+
+
+def test_a_lone_aborted_rank_whose_peers_logged_past_it_is_the_odd_one_though_tracebacks_end_their_output():
+    # t345_dtype_bcast: rank 0 broadcasts 6 float32 weights, rank 2 receives into a float16 buffer: gloo aborts it
+    # ("24 vs 12", no Python traceback) while ranks 0, 1, 3 log the weights they received and go on, losing it in
+    # the next all_reduce. Each rank's output ends in its error; the last dated lines say who stopped short.
+    report = analyze([str(REALRUNS / "t345_dtype_bcast_r2_w4_norank_logdir")], jobs=1)
+    assert report.verdict["ranks"] == [2]
+    assert "every other rank went on past the point where it stopped" in report.verdict["summary"]

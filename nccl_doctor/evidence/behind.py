@@ -81,16 +81,54 @@ def line_behind(job: JobModel) -> LineBehind | None:
 def stopped_short(job: JobModel) -> LineBehind | None:
     """The one rank whose last line is the one every other rank wrote just before its own last, whatever
     else it said (an error of its own does not move where it stopped)."""
+    return _stopped_short(job, False)
+
+
+@_per_job
+def stopped_short_of_output(job: JobModel) -> LineBehind | None:
+    """As stopped_short, and where last lines are tracebacks (each rank's error ends its output) the last dated
+    lines are compared: a record or a step line is dated, a traceback's lines and a C++ abort's are not. For
+    a rank gloo aborted: how far each rank's own output got, whatever failed after."""
+    return _stopped_short(job, True)
+
+
+def _stopped_short(job: JobModel, dated: bool) -> LineBehind | None:
     ranks = [st for st in job.ranks if st.rank is not None and st.last_line is not None]
     if len({st.rank for st in ranks}) != len(ranks):
         return None
-    lone = lone_last_line({st.rank: st.last_line for st in ranks})
+    found = _short_of({st.rank: (st.last_line, _before(job, st)) for st in ranks})
+    if found is None and dated and all(_dated_last(job, st) is not None for st in ranks):
+        found = _short_of({st.rank: _dated_last(job, st) for st in ranks})
+    return found
+
+
+def _short_of(lasts: dict[int, tuple[LastLine, str | None]]) -> LineBehind | None:
+    lone = lone_last_line({rank: ll for rank, (ll, _b) in lasts.items()})
     if lone is None:
         return None
-    odd = next(st for st in ranks if st.rank == lone)
-    others = [st for st in ranks if st is not odd]
-    befores = [_before(job, st) for st in others]
-    if any(b is None or line_shape(b) != line_shape(odd.last_line.text) for b in befores):
+    odd = lasts[lone][0]
+    others = [(rank, ll, b) for rank, (ll, b) in lasts.items() if rank != lone]
+    if any(b is None or line_shape(b) != line_shape(odd.text) for _r, _ll, b in others):
         return None
-    lead = others[0].last_line
-    return LineBehind(odd.rank, odd.last_line.text, lead.text, [_event(odd.last_line, odd.rank), _event(lead, others[0].rank)])
+    lead_rank, lead, _b = others[0]
+    return LineBehind(lone, odd.text, lead.text, [_event(odd, lone), _event(lead, lead_rank)])
+
+
+def _dated_last(job: JobModel, st: RankState) -> tuple[LastLine, str | None] | None:
+    """The rank's last dated line over the files it writes (its labels' last lines in a shared file, the last
+    line of a file of its own; an undated one, a traceback's, is passed over), and the line its writer wrote
+    before it."""
+    best, at = None, ("", False)
+    for f in st.files:
+        per, before = job.last_lines.get(f) or {}, job.last_before.get(f) or {}
+        keys = [k for k in (("rank", st.rank), ("local_rank", st.local_rank)) if k in per]
+        for key in keys or ([None] if len(per) == 1 and None in per else []):
+            m = _TIME.search(per[key].text, 0, 48)
+            # (of one line in two files, a console's copy and the rank's own file: where the line before is kept)
+            if m is not None and (m.group(0), key in before) > at:
+                best, at = (per[key], before.get(key)), (m.group(0), key in before)
+    return best
+
+
+#: The time of day a dated record starts with ("2026-11-29 02:44:21,604 INFO ...").
+_TIME = re.compile(r"\d{2}:\d{2}:\d{2}(?:[.,]\d{1,9})?")

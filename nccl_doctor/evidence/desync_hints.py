@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..events import Event
 from ..model import JobModel
 from . import facts
-from .behind import stopped_short
+from .behind import stopped_short_of_output
 from .callsites import branch_alone, odd_call_site, two_sites
 from .facts import name_ranks
 from .oddsetting import odd_setting
@@ -93,7 +93,7 @@ def left_behind(job: JobModel) -> list[Mismatch]:
     did (evidence.behind): they went on past the point where it stopped, so the collective it died in completed
     for them (a broadcast's other receivers, or a later collective it was not in); they agree, it is the odd one."""
     a, world = lone_abort(job), job.ranks_expected
-    odd = stopped_short(job) if a is not None and world is not None and world >= 3 else None
+    odd = stopped_short_of_output(job) if a is not None and world is not None and world >= 3 else None
     if odd is None or odd.rank != a:
         return []
     torn, _ = mismatch_reports(job)
