@@ -1131,3 +1131,17 @@ def test_a_lone_aborted_rank_whose_peers_logged_past_it_is_the_odd_one_though_tr
     report = analyze([str(REALRUNS / "t345_dtype_bcast_r2_w4_norank_logdir")], jobs=1)
     assert report.verdict["ranks"] == [2]
     assert "every other rank went on past the point where it stopped" in report.verdict["summary"]
+
+
+def test_a_ranks_own_error_print_before_its_exit_1_is_quoted_and_a_peers_abort_does_not_hide_it(tmp_path):
+    # t352_nanexit: rank 2 prints "rank 2: ERROR: non-finite loss (nan) ...; stopping this run" and exits 1; rank 3
+    # loses it, then aborts ("terminate called without an active exception", a line of nobody's): that abort is
+    # rank 3's teardown (-6), not what rank 2's exit 1 echoed.
+    lines = [f"rank {r}: step 5/40 loss 2.07 (107 ms)" for r in range(4)]
+    lines += ["rank 2: ERROR: non-finite loss (nan) at step 6; stopping this run", _ECHO.format(r=3),
+              "terminate called without an active exception", _ECHO.format(r=1)]
+    lines += _table("localhost", [(3, 3, -6, 11143), (0, 0, -15, 11140), (1, 1, -15, 11141)], (2, 2, 1, 11142))
+    _write(tmp_path, "console.log", lines)
+    report = analyze([str(tmp_path)], jobs=1)
+    assert report.verdict["ranks"] == [2]
+    assert "logged error: non-finite loss (nan) at step 6; stopping this run" in report.verdict["summary"]

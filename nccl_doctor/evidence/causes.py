@@ -132,6 +132,9 @@ def _exit_is_consequence(code: int | None, sig: str | None, job_timed_out: bool)
 _ECHO_WORDS = re.compile(_CONSEQUENCE.pattern.replace("|[Tt]imed out|[Tt]imeout", ""))
 
 
+#: A print that says the rank stops on what it found ("ERROR: ...", "FATAL: ...").
+_STOPS = re.compile(r"\[?(?:ERROR|CRITICAL|FATAL)\]?:? ")
+
 #: A timeout of the process's own machinery, which no peer takes part in: the DataLoader's ``timeout=``
 #: firing because its own worker processes stalled (a hung mount, a blocked read).
 _LOCAL_TIMEOUT = re.compile(r"DataLoader timed out after")
@@ -175,6 +178,12 @@ def classify(ev: Event, job_timed_out: bool, rank_timed_out: bool) -> tuple[str,
         cat = "oom" if "OutOfMemory" in etype or "out of memory" in msg else \
             "cuda" if _cuda_text(msg) else "exception"
         return cat, f"{etype}: {msg}".strip(": ")[:200]
+    if k == "numeric_warning":
+        # a rank's own print that its numbers went bad and it stops ("[rank0] ERROR: non-finite loss nan at step
+        # 11; stopping this run", then sys.exit(1)): its last word, as a logged error is; a warning it went on from
+        # is no cause (a rankless one is nobody's: a shared console's)
+        m = _STOPS.match(text) if ev.rank is not None else None
+        return ("exception", f"logged error: {text[m.end():m.end() + 180]}") if m is not None else None
     if k == "log_error":
         msg = str(get("msg") or "")
         if _CONSEQUENCE.search(msg) and not _cuda_text(msg) and not _own_timeout("", msg):

@@ -241,7 +241,8 @@ def _only_echoes_unclaimed(job: JobModel, file: str) -> bool:
     then an exit code 1 without a traceback of its own is one of those echoes."""
     own = job.by_kind(*_OWN)
     loose = [e for e in own if e.file == file and getattr(owner(job, e), "rank", None) is None
-             and not str(e.get("exc_type") or "").endswith(_LAUNCHER_TYPES)]  # the launcher's own traceback
+             and not str(e.get("exc_type") or "").endswith(_LAUNCHER_TYPES)  # the launcher's own traceback
+             and e.kind != "cpp_terminate"]  # (a C++ terminate aborts its process: -6, never another's exit 1)
     # (one a rank's claimed traceback repeats word for word is that rank's, told twice: logged by the
     # script's handler, then raised through torch's "[rankN]:" hook; it is no unclaimed writer's)
     claimed = {(e.get("exc_type"), e.get("msg")) for e in own if getattr(owner(job, e), "rank", None) is not None}

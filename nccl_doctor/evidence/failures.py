@@ -222,7 +222,7 @@ def failures(job: JobModel) -> list[Failure]:
     merged: dict[tuple, Failure] = {}
     caught_errors: list[Event] = []  # (not ``handled``: that is tracebacks.handled, read above)
     said_by: dict[int, Event] = {}  # id(failure) -> the line its ``what`` comes from, when not its first
-    for ev in job.by_kind(*CAUSE_KINDS, "torch_store_timeout"):
+    for ev in job.by_kind(*CAUSE_KINDS, "torch_store_timeout", "numeric_warning"):
         st = owner(job, ev)
         if ev.kind == "log_error" and st is None and ev.rank is None and stream_console(ev.file) not in _reporting_files(job):
             continue  # an error line of nobody's (a shared console's "ERROR: ..."): no rank's last word

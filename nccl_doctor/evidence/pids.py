@@ -103,14 +103,22 @@ def _lone_unseen_rank(job: JobModel, host: str | None) -> int | None:
     """The one rank of the world no line accounts for, when the process a node's agent reports is on a node
     none of the ranks seen runs on (a rank that logged nothing, killed: its agent's "failed (exitcode: -9)
     local_rank: 0" is all there is of it, and every other rank of the world is elsewhere)."""
+    unseen = _unseen_rank(job)
+    if not host or unseen is None or _short_host(host) in unseen[1]:
+        return None
+    return unseen[0]
+
+
+@_per_job
+def _unseen_rank(job: JobModel) -> tuple[int, set[str | None]] | None:
+    """(the one rank of the world no line names, the nodes of all the others) when every other rank's node is known."""
     world = job.ranks_expected
-    if not host or not world or world > 65536:
-        return None
     seen = job.known_ranks()
-    missing = [r for r in range(world) if r not in seen] if len(seen) == world - 1 else []
-    if len(missing) != 1 or any(st.host is None or _short_host(st.host) == _short_host(host) for st in seen.values()):
+    if not world or world > 65536 or len(seen) != world - 1:
         return None
-    return missing[0]
+    missing = [r for r in range(world) if r not in seen]
+    hosts = {_short_host(st.host) for st in seen.values()}
+    return (missing[0], hosts) if len(missing) == 1 and None not in hosts else None
 
 
 @_per_job

@@ -11,7 +11,7 @@ from ..events import Event
 #: Which of a rank's error lines describes its failure best (lower is more specific).
 _SPECIFIC = {"cuda_oom": 0, "cuda_error": 0, "nccl_cuda_fail": 0, "nccl_alloc_fail": 0, "nccl_shm": 0,
              "nccl_dup_gpu": 0, "xid": 0, "oom_killer": 0, "worker_mem_kill": 0, "timer_reaped": 0, "python_exception": 1, "torch_wd_exception": 1,
-             "log_error": 2,
+             "log_error": 2, "numeric_warning": 2,
              "torch_nccl_err_kind": 2, "torch_nccl_error": 2, "cpp_terminate": 3, "signal": 3}
 
 

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 LOOPBACK = frozenset(("localhost", "localhost.localdomain", "127.0.0.1", "::1"))
 
 
-def name_hosts(ranks: list[RankState], events: list[Event], world: int | None = None) -> tuple[list[str], dict[int, str]]:
+def name_hosts(ranks: list[RankState], events: list[Event], world: int | None = None,
+               containers: set[str] = frozenset()) -> tuple[list[str], dict[int, str]]:
     """(the job's hosts, rank -> host from torchrun's failure tables). A rank that two tables place
     on different hosts (a restart that moved it) is left out of the map. Ranks whose own lines name
     no host take the table's (the node whose launcher reported its exit), else Slurm's (below)."""
@@ -34,7 +35,7 @@ def name_hosts(ranks: list[RankState], events: list[Event], world: int | None = 
                 tasks[t].add(str(e.get("host")))
         elif e.kind == "slurm_cancel" and e.rank is not None and e.get("host"):  # slurmstepd's, under its label
             tasks[e.rank].add(str(e.get("host")))
-    _labels_tables_split(ranks, rows)
+    _labels_tables_split(ranks, rows, containers)
     seen_hosts = {r.host for r in ranks if r.host} | nccl_hosts
     short = {h.split(".", 1)[0] for h in seen_hosts}
     # torchrun's table names the agent's FQDN, NCCL cuts at the first dot: one host, one name
@@ -74,18 +75,22 @@ def as_written(hosts: list[str]) -> dict[str, str]:
     return {s: next(iter(fs)) for s, fs in full.items() if len(fs) == 1 and s not in plain}
 
 
-def _labels_tables_split(ranks: list[RankState], rows: dict[int, set[str]]) -> None:
+def _labels_tables_split(ranks: list[RankState], rows: dict[int, set[str]], containers: set[str]) -> None:
     """A label the ranks of two nodes share (a compose service's "trainer-1  | " on each node's console) that
     torchrun's tables split: the ranks under it are on two hosts, none of them the label; each rank is on its
-    table's host, and a rank no table lists has no known host."""
+    table's host, and a rank no table lists has no known host. So for a compose container's name whose ranks a
+    table places on one host: the container's host name ("train-master", a container id) is what torchrun and
+    the processes call the node, the container's name ("train-master-1") only what docker calls it."""
     under: dict[str, list[RankState]] = defaultdict(list)
     for r in ranks:
         if r.host and r.rank is not None:
             under[r.host].append(r)
     for label, rs in under.items():
-        tables = {h for r in rs if len(rows.get(r.rank, ())) == 1 for h in rows[r.rank]}
-        if len(tables) < 2 or label in tables or tables & set(under):
+        tables = {h for r in rs if len(rows.get(r.rank, ())) == 1 for h in rows[r.rank]} - LOOPBACK
+        if not tables or label in tables or tables & set(under):
             continue
+        if len(tables) < 2 and not all(set(r.files) & containers for r in rs):
+            continue  # (``containers``: the files under docker compose's "<container>  | " labels)
         for r in rs:
             hs = rows.get(r.rank, ())
             r.host = next(iter(hs)) if len(hs) == 1 else None

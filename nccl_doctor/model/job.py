@@ -240,7 +240,7 @@ def build_job(events: list[Event], scans: list) -> JobModel:
     ranks = [_rank_state(p, last_by_file, shared, agent_files) for p in chosen]
     _reconcile_across_ranks(ranks)
     ranks.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.host or "", r.pid or 0))
-    hosts, table_hosts = name_hosts(ranks, events, world)
+    hosts, table_hosts = name_hosts(ranks, events, world, {s.path for s in scans if "compose_service" in getattr(s, "modes", ())})
     job = JobModel(ranks=ranks, events=sorted(events, key=by_place), ranks_expected=world,
                    hosts=hosts, rank_hosts={**table_hosts, **{r.rank: r.host for r in ranks if r.rank is not None and r.host}}, files=[s.path for s in scans], last_lines=last_by_file,
                    quiet={s.path: s.quiet for s in scans if getattr(s, "quiet", None)},
