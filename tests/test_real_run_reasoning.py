@@ -1145,3 +1145,11 @@ def test_a_ranks_own_error_print_before_its_exit_1_is_quoted_and_a_peers_abort_d
     report = analyze([str(tmp_path)], jobs=1)
     assert report.verdict["ranks"] == [2]
     assert "logged error: non-finite loss (nan) at step 6; stopping this run" in report.verdict["summary"]
+
+
+def test_a_teardown_terminate_right_below_a_ranks_echo_is_that_ranks_not_a_failure():
+    # t356_kill_r0: rank 1's "Connection reset by peer", then "terminate called without an active exception" (its
+    # teardown, no prefix), then the agent's "failed (exitcode: -9) local_rank: 0": rank 0 was killed first.
+    report = analyze([str(REALRUNS / "t356_kill_r0_w4_n2_mr1_resume_split")], jobs=1)
+    assert report.verdict["ranks"] == [0]
+    assert report.verdict["summary"].startswith("rank 0 on a100-rack3-11 failed first: exit code -9 (SIGKILL")

@@ -19,7 +19,15 @@ from collections import defaultdict
 
 from ..events import Event
 from ..model import JobModel
-from .causes import _OWN_ERRORS, _REPORTS, _TABLE_EXCEPTION, CAUSE_KINDS, classify, worker_exit_code
+from .causes import (
+    _OWN_ERRORS,
+    _REPORTS,
+    _TABLE_EXCEPTION,
+    _TIMEOUT_ECHOES,
+    CAUSE_KINDS,
+    classify,
+    worker_exit_code,
+)
 from .facts import _per_job, global_rank, int_in, owner
 from .pids import fail_ranks
 from .timeouts import timeouts_by_pg
@@ -225,6 +233,16 @@ def teardown_terminate(ev: Event) -> bool:
     """"terminate called without an active exception" (or recursively): what a process prints when it
     tears itself down with a thread still running; after an echo of its own, no cause of its own."""
     return ev.kind == "cpp_terminate" and bool(ev.get("how"))
+
+
+def teardown_after_echo(job: JobModel, ev: Event) -> bool:
+    """A teardown terminate no prefix names, printed right below a rank's echo (its "Connection reset by peer"
+    traceback, then "terminate called without an active exception"): that rank's process tearing itself down,
+    nobody's failure of its own."""
+    if not teardown_terminate(ev) or owner(job, ev) is not None:
+        return False
+    return any(e.file == ev.file and 0 < ev.line - e.line <= 3 and getattr(owner(job, e), "rank", None) is not None
+               and classify(e, True, False) is None for e in job.by_kind(*_TIMEOUT_ECHOES, "python_exception"))
 
 
 @_per_job

@@ -31,6 +31,7 @@ from .exits import (
     outside_sigterm,
     silent_exits_together,
     srun_first_kill,
+    teardown_after_echo,
     teardown_terminate,
 )
 from .facts import (
@@ -245,8 +246,8 @@ def failures(job: JobModel) -> list[Failure]:
         if ev.get("exc_type") in ("BrokenPipeError", "ConnectionResetError") and st is not None and any(
                 (e.file, e.line) < (ev.file, ev.line) and classify(e, job_timed_out, False) is None for e in st.errors):
             continue  # a pipe or socket to a process that went away, after the rank had lost a peer: one more echo
-        if teardown_terminate(ev) and st is not None and id(st) in echo[0]:
-            continue  # its teardown after an echo (see exits.echo_only)
+        if teardown_terminate(ev) and ((st is not None and id(st) in echo[0]) or teardown_after_echo(job, ev)):
+            continue  # its teardown after an echo (see exits.echo_only), or a rank's right above it
         cat, what = cls
         own = global_rank(job, ev)
         named = fail_ranks(job, ev)
