@@ -1153,3 +1153,12 @@ def test_a_teardown_terminate_right_below_a_ranks_echo_is_that_ranks_not_a_failu
     report = analyze([str(REALRUNS / "t356_kill_r0_w4_n2_mr1_resume_split")], jobs=1)
     assert report.verdict["ranks"] == [0]
     assert report.verdict["summary"].startswith("rank 0 on a100-rack3-11 failed first: exit code -9 (SIGKILL")
+
+
+def test_two_receivers_aborting_alike_in_a_broadcast_name_its_root():
+    # t357_bcastdtype: rank 0 broadcasts an int64 seed, ranks 1-3 receive into int32: ranks 1 and 2 abort ("8 vs 4"),
+    # rank 3 loses them in the same broadcast, rank 0 alone went on: the root sent them all more than they posted.
+    report = analyze([str(REALRUNS / "t357_bcastdtype_r0_w4_logdir")], jobs=1)
+    assert report.verdict["ranks"] == [0]
+    assert "gloo aborted ranks 1-2" in report.verdict["summary"]
+    assert "rank 3 lost them in the same broadcast" in report.verdict["summary"]

@@ -290,6 +290,21 @@ KNOWN_WRONG = {
     "t331_skip_r1_pp4_sendgrad_logdir": "rank 1 left out a gradient send: rank 0 waits in recv_grad from stage 1 "
                                         "(:336) while rank 1 is past its backward (:279); which stage sends to "
                                         "which is the pipeline's order, which the logs do not state",
+    "t359_barrier_r1_w3_lognorank_redirect": "rank 1's torch.save failed once (ESTALE) and its retry re-entered the "
+                                             "checkpoint barrier alone: rank 0 times out in the next broadcast, rank 2 "
+                                             "in DDP's backward, rank 1 only loses them; three ranks at three sites and "
+                                             "a rankless retry WARNING whose shard name ('shard-01-of-03') is all that "
+                                             "ties it to rank 1",
+    "t359_bcast_r0_w4_tag_redirect": "rank 0, the data coordinator, broadcast a corrupt shard plan: ranks 1-3 raise "
+                                     "IndexError at the same line on garbage indices (~1.1e12 for a table of 64) and rank "
+                                     "0 is SIGTERMed with no line; as t347_bcast, three ranks failing alike on data they "
+                                     "received point to its source, which only its 'broadcasting' line names",
+    "t359_bcast_r1_w4_lognorank_logdir": "as t359_bcast_r0 with rank 1 the coordinator: ranks 0, 2, 3 raise the IndexError, "
+                                         "rank 1 only loses them in DDP's backward",
+    "t357_lastbatch_r0_w2_tee": "rank 0's validation cache grew to 70 rows, so its reduce_scatter's last piece was larger: "
+                                "rank 1 aborts ('24 vs 8'); of two ranks the sizes read both ways, and only rank 0's "
+                                "own print ('validation cache changed on disk, reloaded'), which no pattern reads, "
+                                "breaks the tie",
     "t347_bcast_r1_w3_tag_redirect": "rank 1, the epoch's shuffle leader, broadcast a corrupt sample order: ranks 0 and 2 "
                                      "raise the same ValueError on the data they received and rank 1 only loses them; "
                                      "that one rank's data is what two ranks failed alike on is said only by its "

@@ -27,7 +27,7 @@ from ..events import Event
 from ..model import JobModel
 from ..model.links import rank_list
 from .facts import _per_job, fmt_ms, global_rank, int_in, name_ranks, owner, plural, writer
-from .timeouts import c10d_frame
+from .timeouts import c10d_call, c10d_frame
 
 #: TORCH_DISTRIBUTED_DEBUG=DETAIL's check of every collective's fingerprint across ranks.
 FINGERPRINT_MISMATCH = re.compile(r"Detected mismatch between collectives on ranks")
@@ -212,8 +212,9 @@ def lone_abort(job: JobModel) -> int | None:
 
 
 @_per_job
-def mismatch_spared(job: JobModel) -> tuple[int, list[int]] | None:
-    """(rank, the receivers) when gloo aborted every rank of the job but one on a size mismatch.
+def mismatch_spared(job: JobModel) -> tuple[int, list[int], list[int]] | None:
+    """(rank, the receivers, the receivers cut off) when gloo aborted every rank of the job but one on a size
+    mismatch (or some, and the others lost them in the same broadcast).
 
     Each receiver got more (or less) data from a peer than its collective posted; when all ranks but
     one report it, the data they disagree with came from the one rank they have in common, which
@@ -235,10 +236,19 @@ def mismatch_spared(job: JobModel) -> tuple[int, list[int]] | None:
         if len(aborted | receivers) != told:
             return None
         receivers |= aborted
-    spared = set(range(world)) - receivers
-    if len(spared) != 1 or len(receivers) != world - 1:
+    cut: set[int] = set()
+    if len(receivers) >= 2 and len(receivers) < world - 1:
+        # a broadcast's other receivers, cut off by the first aborts before their own receive failed: still in
+        # that broadcast, they lost a peer (two receivers aborting alike at least: the root sent them all more)
+        cut = {st.rank for st in job.ranks if st.rank is not None and c10d_call(st) in _BROADCASTS} - receivers
+    spared = set(range(world)) - receivers - cut
+    if len(spared) != 1 or len(receivers | cut) != world - 1:
         return None
-    return next(iter(spared)), sorted(receivers)
+    return next(iter(spared)), sorted(receivers), sorted(cut)
+
+
+#: One-to-many collectives: every receiver takes the root's data.
+_BROADCASTS = frozenset(("broadcast", "broadcast_object_list"))
 
 
 #: "op.preamble.length <= op.nbytes. 77748 vs 4": what a peer sent, then what the aborted receiver posted.

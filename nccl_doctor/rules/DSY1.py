@@ -183,11 +183,12 @@ def _reported_mismatch(job: JobModel) -> list[Mismatch]:
                     [rank], [facts.host_of(job, frame)], [*torn[:2], frame], [rank]))
     elif torn and (spared := mismatch_spared(job)) is not None:
         # Every rank but one aborted on the data it received: the one they have in common sent it.
-        rank, receivers = spared
+        rank, receivers, cut = spared
         st = job.known_ranks().get(rank)
+        also = f" and {name_ranks(cut)} lost them in the same broadcast" if cut else ""
         out.append((f"gloo aborted {name_ranks(receivers)} on data of another size than their collective expected "
-                    f"(\"{TRANSPORT_MISMATCH.search(torn[0].text).group(0)}\"), every rank but rank {rank}: the data "
-                    f"came from the one rank they have in common, which ran a collective of another size or kind",
+                    f"(\"{TRANSPORT_MISMATCH.search(torn[0].text).group(0)}\"){also}, every rank but rank {rank}: the "
+                    f"data came from the one rank they have in common, which ran a collective of another size or kind",
                     [rank], [st.host if st is not None else None], torn[:4], [rank]))
     elif torn and (apart := mismatch_apart(job)) is not None:
         # One rank aborted on its scalar collective while every other rank was in the gradient all-reduce.
