@@ -91,9 +91,10 @@ def _labels_tables_split(ranks: list[RankState], rows: dict[int, set[str]], cont
             continue
         if len(tables) < 2 and not all(set(r.files) & containers for r in rs):
             continue  # (``containers``: the files under docker compose's "<container>  | " labels)
+        only = next(iter(tables)) if len(tables) == 1 else None  # (one container, one node: its ranks no row lists too)
         for r in rs:
-            hs = rows.get(r.rank, ())
-            r.host = next(iter(hs)) if len(hs) == 1 else None
+            hs = rows.get(r.rank, set()) - LOOPBACK
+            r.host = next(iter(hs)) if len(hs) == 1 else only
 
 
 def labels_that_are_no_host(procs: list[Proc]) -> None:
