@@ -1162,3 +1162,29 @@ def test_two_receivers_aborting_alike_in_a_broadcast_name_its_root():
     assert report.verdict["ranks"] == [0]
     assert "gloo aborted ranks 1-2" in report.verdict["summary"]
     assert "rank 3 lost them in the same broadcast" in report.verdict["summary"]
+
+
+def _alike(tmp_path, trained: bool):
+    lines = [f"[rank {r}] step {s} loss 1.{r}" for s in (range(0, 20, 5) if trained else ()) for r in range(3)]
+    for r, idx in ((0, 1099511627799), (2, 1099511627804)):
+        lines += [f"[rank{r}]: Traceback (most recent call last):",
+                  f"[rank{r}]:   File \"/job/train.py\", line 212, in plan_shards",
+                  f"[rank{r}]: IndexError: index {idx} is out of bounds for dimension 0 with size 64"]
+    lines += [_ECHO.format(r=1)]
+    lines += _table("node-a", [(0, 0, 1, 101), (1, 1, -15, 102)], (2, 2, 1, 103))
+    _write(tmp_path, "console.log", lines)
+    return analyze([str(tmp_path)], jobs=1)
+
+
+def test_every_rank_but_one_failing_alike_after_training_points_to_what_they_had_from_it(tmp_path):
+    # t359_bcast: the coordinator broadcast a corrupt shard plan; every other rank raises one IndexError (its own slice:
+    # other numbers), the coordinator only loses them. Mid-run, the one rank they have in common is named.
+    report = _alike(tmp_path, trained=True)
+    assert report.verdict["ranks"] == [1]
+    assert "every other rank failed alike after training" in report.verdict["summary"]
+
+
+def test_every_rank_but_one_failing_alike_at_start_up_is_left_as_it_is(tmp_path):
+    # The same before any step (one rank creates what the others read: a bug of theirs as likely): not accused.
+    report = _alike(tmp_path, trained=False)
+    assert report.verdict["ranks"] != [1]

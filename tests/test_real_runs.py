@@ -93,9 +93,6 @@ KNOWN_WRONG = {
                                             "aborts (SIGABRT, 32768 vs 24576 on the gradient coming back): with static "
                                             "shapes the sender of the odd shape is aborted; read as a desync naming no "
                                             "rank, as the gloo size mismatches whose side the logs cannot tell",
-    "t87_best_none_r0_w4_print_tee3": "ranks 1-3 raise the same TypeError on the path rank 0 broadcast (None, where "
-                                      "earlier epochs echo rank 0's 'saved' path): the bad value is rank 0's, but no "
-                                      "traceback quotes the broadcast; the verdict names the three receivers",
     "t88_race_r3_w4_lease_files_tee": "rank 3 stalled holding the hand-written work-queue lock (rank0.log:10, the only "
                                       "warning in the job, names it) and raised first (rank3.log:10-16); rank 2's same "
                                       "error 10 ms later follows from rank 3's late counter write: the verdict names both",
@@ -295,20 +292,10 @@ KNOWN_WRONG = {
                                              "in DDP's backward, rank 1 only loses them; three ranks at three sites and "
                                              "a rankless retry WARNING whose shard name ('shard-01-of-03') is all that "
                                              "ties it to rank 1",
-    "t359_bcast_r0_w4_tag_redirect": "rank 0, the data coordinator, broadcast a corrupt shard plan: ranks 1-3 raise "
-                                     "IndexError at the same line on garbage indices (~1.1e12 for a table of 64) and rank "
-                                     "0 is SIGTERMed with no line; as t347_bcast, three ranks failing alike on data they "
-                                     "received point to its source, which only its 'broadcasting' line names",
-    "t359_bcast_r1_w4_lognorank_logdir": "as t359_bcast_r0 with rank 1 the coordinator: ranks 0, 2, 3 raise the IndexError, "
-                                         "rank 1 only loses them in DDP's backward",
     "t357_lastbatch_r0_w2_tee": "rank 0's validation cache grew to 70 rows, so its reduce_scatter's last piece was larger: "
                                 "rank 1 aborts ('24 vs 8'); of two ranks the sizes read both ways, and only rank 0's "
                                 "own print ('validation cache changed on disk, reloaded'), which no pattern reads, "
                                 "breaks the tie",
-    "t347_bcast_r1_w3_tag_redirect": "rank 1, the epoch's shuffle leader, broadcast a corrupt sample order: ranks 0 and 2 "
-                                     "raise the same ValueError on the data they received and rank 1 only loses them; "
-                                     "that one rank's data is what two ranks failed alike on is said only by its "
-                                     "'broadcasting the order' line, which no pattern reads",
     "t333_skipmetric_r0_w3_print_tee": "gloo aborts rank 2 in the metrics all_reduce ('21488 vs 8') where rank 1 "
                                        "waits too, while rank 0 is in the next step's backward: rank 0 skipped it "
                                        "(its rankless 'skipping it' warning); the abort's ring pair (2 and 1) is "
