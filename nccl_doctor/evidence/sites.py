@@ -33,7 +33,7 @@ def script_site(st: RankState) -> tuple[tuple[str, int], Event, Event, bool] | N
             return None  # its own error: a cause, told elsewhere
         frames = list(frames_above(evs, i, _EXC_KINDS))
         f = next((f for f in frames if f.kind == "py_script_frame" and not _ENTRY_POINT.search(str(f.get("path")))), None)
-        if f is None and copy_of is None and not any(f.kind.endswith("_frame") for f in frames):
+        if f is None and copy_of is None and not any(fr.kind.endswith("_frame") for fr in frames):
             # a JSON or one-line record holding the whole traceback in one field ("training failed" with the
             # exception embedded), written to another stream or read after the traceback itself: the same
             # exception with its frames, earlier, says where the rank was
