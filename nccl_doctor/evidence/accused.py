@@ -143,7 +143,7 @@ def _named_by_the_rest(own: dict[int, Failure], world: int) -> tuple[list[int], 
     return sorted(named), own[min(own)], "every other rank's error names it"
 
 
-def _sent_unpicklable(own: dict[int, Failure], world: int, trained: set[int] = frozenset()
+def _sent_unpicklable(own: dict[int, Failure], world: int, job: JobModel | None = None
                       ) -> tuple[list[int], Failure, str] | None:
     """The one rank that did not fail, when every other rank failed alike unpickling an object of a
     class their ``__main__`` does not define (pickle's "Can't get attribute 'Vocab' on <module
@@ -154,32 +154,35 @@ def _sent_unpicklable(own: dict[int, Failure], world: int, trained: set[int] = f
         return None
     texts = {f.events[0].text for f in own.values() if f.events}
     if len(texts) != 1:
-        return _failed_alike_on_its_data(own, world, trained)
+        return _failed_alike_on_its_data(own, world, job)
     text = next(iter(texts))
     said = "every other rank failed to unpickle the object it sent them" if _UNPICKLED.search(text) else \
         "every other rank failed alike decoding the data it sent them (the same error at the same place: what they " \
         "all received was cut short or corrupt, and it alone did not receive it)" if _UNDECODED.search(text) else None
     if said is None:
-        return _failed_alike_on_its_data(own, world, trained)
+        return _failed_alike_on_its_data(own, world, job)
     sender = set(range(world)) - set(own)
     return (sorted(sender), own[min(own)], said) if len(sender) == 1 else None
 
 
-def _failed_alike_on_its_data(own: dict[int, Failure], world: int, trained: set[int]) -> tuple[list[int], Failure, str] | None:
+def _failed_alike_on_its_data(own: dict[int, Failure], world: int, job: JobModel | None
+                              ) -> tuple[list[int], Failure, str] | None:
     """The one rank that did not fail, when every other rank, after training, raised one exception (one type,
     one message but for its numbers), and it raised nothing of its own: they failed
     on what they had in common from it (a shard plan or a sample order it broadcast corrupt, a checkpoint path
     it sent as None). A bug every rank but one hits reads alike, and is rarer mid-run; at start-up (no step
     line yet: one rank creates what the others read) it is the likelier reading, so only after training."""
-    if not set(own) <= trained:
-        return None
     firsts = [f.events[0] for f in own.values() if f.events]
     if len(firsts) != len(own) or any(e.kind != "python_exception" for e in firsts):
         return None
     if len({(e.get("exc_type"), _DIGITS.sub("#", str(e.get("msg") or ""))) for e in firsts}) != 1:
         return None
     sender = set(range(world)) - set(own)
-    if len(sender) != 1:
+    if len(sender) != 1 or job is None:
+        return None
+    # (read last, only when the rest holds: it walks the failed ranks' events)
+    trained = {st.rank for st in job.ranks if st.rank in own and any(e.kind == "train_step" for e in st.events)}
+    if not set(own) <= trained:
         return None
     return (sorted(sender), own[min(own)], "every other rank failed alike after training (one error, the same but for "
             "its numbers) and it alone did not: on what they all had from it, the likeliest a collective it was the "
@@ -204,11 +207,6 @@ def _named_by_one(own: dict[int, Failure], world: int) -> tuple[list[int], Failu
     return [next(iter(named))], f, f"rank {me}'s own check names it"
 
 
-def _trained(job: JobModel) -> set[int]:
-    """The ranks with a step line of their own."""
-    return {st.rank for st in job.ranks if st.rank is not None and any(e.kind == "train_step" for e in st.events)}
-
-
 def accused_failures(job: JobModel, out: list[Failure]) -> list[Failure]:
     """The failures of the ranks holding the odd model (see module doc), each as a config failure; the
     other ranks' failures of the check dropped. ``out`` as it is when the logs do not tell."""
@@ -221,7 +219,7 @@ def accused_failures(job: JobModel, out: list[Failure]) -> list[Failure]:
     seen = set(job.known_ranks())
     size = world or (len(seen) if seen == set(range(len(seen))) else 0)
     alike = (_named_alike(own, size) or _named_by_the_rest(own, size) or _named_by_one(own, size)
-             or _sent_unpicklable(own, size, _trained(job))) if not checked else None
+             or _sent_unpicklable(own, size, job)) if not checked else None
     if alike is None and (world is None or world < 2):
         return out
     if alike is not None:

@@ -241,8 +241,19 @@ def teardown_after_echo(job: JobModel, ev: Event) -> bool:
     nobody's failure of its own."""
     if not teardown_terminate(ev) or owner(job, ev) is not None:
         return False
-    return any(e.file == ev.file and 0 < ev.line - e.line <= 3 and getattr(owner(job, e), "rank", None) is not None
-               and classify(e, True, False) is None for e in job.by_kind(*_TIMEOUT_ECHOES, "python_exception"))
+    lines = _ranks_echo_lines(job).get(ev.file, ())
+    return any(ev.line - d in lines for d in (1, 2, 3))
+
+
+@_per_job
+def _ranks_echo_lines(job: JobModel) -> dict[str, set[int]]:
+    """file -> the lines of the echoes (a lost peer, a timeout) a rank raised there (read once: a console of many
+    ranks may hold a teardown abort under each rank's echo)."""
+    out: dict[str, set[int]] = defaultdict(set)
+    for e in job.by_kind(*_TIMEOUT_ECHOES, "python_exception"):
+        if getattr(owner(job, e), "rank", None) is not None and classify(e, True, False) is None:
+            out[e.file].add(e.line)
+    return out
 
 
 @_per_job

@@ -6,6 +6,7 @@ Read by MN5 (a restart that restored no state, a crash loop)."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 from itertools import groupby
 from operator import attrgetter
@@ -132,10 +133,21 @@ def segment_restarts(job: JobModel) -> Restarts:
             unmarked.append(events)
     if not out.markers and job.by_kind("elastic_failed"):
         stopped = {int_in(e.get("pid")) for e in job.by_kind("elastic_failed", "elastic_sigterm", "elastic_cfe")}
-        unmarked = [evs for evs in unmarked if not _new_process_markers(out, evs, stopped - {None})]
+        restarted = _two_own_pids(job)  # (only such files are walked: the others cannot hold a start again)
+        unmarked = [evs for evs in unmarked
+                    if evs[0].file not in restarted or not _new_process_markers(out, evs, stopped - {None})]
     for events in unmarked if out.markers else ():
         _place_unmarked(out, events, marker_times)
     return out
+
+
+def _two_own_pids(job: JobModel) -> set[str]:
+    """Files where start-up lines name two pids of their writers' own or more."""
+    pids: dict[str, set[int]] = defaultdict(set)
+    for e in job.by_kind("rank_world", "self_pid"):
+        if (own := int_in(e.get("self_pid"))) is not None:
+            pids[e.file].add(own)
+    return {f for f, ps in pids.items() if len(ps) > 1}
 
 
 def _new_process_markers(out: Restarts, events: list[Event], stopped: set[int]) -> bool:

@@ -27,7 +27,7 @@ from ..model import JobModel, RankState
 from .causes import _PEER_GONE
 from .facts import _per_job, record_text
 from .launcher_facts import error_signature, is_after
-from .statements import _SIZES, TRANSPORT_MISMATCH, lone_abort, mismatch_reports
+from .statements import _SIZES, BROADCASTS, TRANSPORT_MISMATCH, lone_abort, mismatch_reports
 from .timeouts import c10d_call
 
 #: A rank's own records that can say it did something the others did not.
@@ -92,7 +92,7 @@ def _own_record(st: RankState | None) -> Event | None:
 
 
 #: The collectives in which a receive buffer is sized by the receiving rank's own tensor.
-_OWN_SIZED = _GATHERS | frozenset(("broadcast", "broadcast_object_list"))
+_OWN_SIZED = _GATHERS | BROADCASTS
 
 
 @dataclass(slots=True)

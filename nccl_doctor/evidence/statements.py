@@ -240,7 +240,7 @@ def mismatch_spared(job: JobModel) -> tuple[int, list[int], list[int]] | None:
     if len(receivers) >= 2 and len(receivers) < world - 1:
         # a broadcast's other receivers, cut off by the first aborts before their own receive failed: still in
         # that broadcast, they lost a peer (two receivers aborting alike at least: the root sent them all more)
-        cut = {st.rank for st in job.ranks if st.rank is not None and c10d_call(st) in _BROADCASTS} - receivers
+        cut = {st.rank for st in job.ranks if st.rank is not None and c10d_call(st) in BROADCASTS} - receivers
     spared = set(range(world)) - receivers - cut
     if len(spared) != 1 or len(receivers | cut) != world - 1:
         return None
@@ -248,7 +248,7 @@ def mismatch_spared(job: JobModel) -> tuple[int, list[int], list[int]] | None:
 
 
 #: One-to-many collectives: every receiver takes the root's data.
-_BROADCASTS = frozenset(("broadcast", "broadcast_object_list"))
+BROADCASTS = frozenset(("broadcast", "broadcast_object_list"))
 
 
 #: "op.preamble.length <= op.nbytes. 77748 vs 4": what a peer sent, then what the aborted receiver posted.
