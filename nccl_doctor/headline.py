@@ -108,6 +108,9 @@ def _doing(job: JobModel, lead: Finding, klass: Finding | None, ranks: list[int]
            detail: int) -> str:
     """What the culprit did, with the class that explains it or, for a failure, its own error."""
     doing = _DOING[lead.rule]
+    accused = _culprit_failure(job, ranks, hosts) if lead.rule == "RK1" else None
+    if accused is not None and accused.doing:  # evidence.accused: a rank the others' failures point to, itself unfailed
+        doing = accused.doing
     if lead.rule == "RK3" and len(ranks) == 1:
         # what befell it, when the lag has a name of its own ("never exited after training")
         doing = next((s.what for s in facts.lagging_ranks(job) if s.rank in ranks and s.what), doing)
@@ -142,6 +145,8 @@ def _doing(job: JobModel, lead: Finding, klass: Finding | None, ranks: list[int]
         return f"{doing} ({_bare(klass.title)})"
     if lead.rule == "RK1":
         error = _error(job, ranks, hosts)
+        if accused is not None and accused.doing:
+            error = error.split("; ")[0]  # why it is accused, before the reasoning
         return f"{doing}: {_short(error, detail)}" if error else doing
     return doing
 
@@ -154,10 +159,15 @@ def _ended(job: JobModel, ranks: list[int]) -> str:
 
 def _error(job: JobModel, ranks: list[int], hosts: list[str]) -> str:
     """What the culprit's own error line says (the cause RK1 found), quoted from the log."""
-    crashes = [f for f in facts.failures(job) if f.crash and not f.recovered]
-    mine = next((f for f in crashes if f.rank is not None and f.rank in ranks), None) or next(
-        (f for f in crashes if f.host is not None and f.host in hosts), None) or (crashes[0] if crashes else None)
+    mine = _culprit_failure(job, ranks, hosts)
     return mine.what if mine is not None else ""
+
+
+def _culprit_failure(job: JobModel, ranks: list[int], hosts: list[str]) -> facts.Failure | None:
+    """The failure RK1 found of the verdict's ranks (or hosts)."""
+    crashes = [f for f in facts.failures(job) if f.crash and not f.recovered]
+    return next((f for f in crashes if f.rank is not None and f.rank in ranks), None) or next(
+        (f for f in crashes if f.host is not None and f.host in hosts), None) or (crashes[0] if crashes else None)
 
 
 def _followed(job: JobModel, wait: Finding | None, after: bool, short: bool, culprits: tuple = ()) -> str:

@@ -1181,7 +1181,7 @@ def test_every_rank_but_one_failing_alike_after_training_points_to_what_they_had
     # other numbers), the coordinator only loses them. Mid-run, the one rank they have in common is named.
     report = _alike(tmp_path, trained=True)
     assert report.verdict["ranks"] == [1]
-    assert "every other rank failed alike after training" in report.verdict["summary"]
+    assert "rank 1 on node-a is the likeliest cause: ranks 0, 2 raised IndexError alike after training" in report.verdict["summary"]
 
 
 def test_every_rank_but_one_failing_alike_at_start_up_is_left_as_it_is(tmp_path):

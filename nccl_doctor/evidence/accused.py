@@ -44,7 +44,7 @@ import re
 from collections import defaultdict
 
 from ..model import JobModel
-from .facts import VARYING
+from .facts import VARYING, fmt_ranks
 from .failure_record import Failure
 from .monitor import monitor_failures
 
@@ -184,9 +184,9 @@ def _failed_alike_on_its_data(own: dict[int, Failure], world: int, job: JobModel
     trained = {st.rank for st in job.ranks if st.rank in own and any(e.kind == "train_step" for e in st.events)}
     if not set(own) <= trained:
         return None
-    return (sorted(sender), own[min(own)], "every other rank failed alike after training (one error, the same but for "
-            "its numbers) and it alone did not: on what they all had from it, the likeliest a collective it was the "
-            "source of")
+    return (sorted(sender), own[min(own)], f"ranks {fmt_ranks(sorted(own))} raised {firsts[0].get('exc_type')} alike after "
+            "training, not it; on what they had from it, the likeliest a collective it was the source of "
+            "(one error, the same but for its numbers)")
 
 
 _DIGITS = re.compile(r"\d+")
@@ -234,6 +234,7 @@ def accused_failures(job: JobModel, out: list[Failure]) -> list[Failure]:
         return out
     known = job.known_ranks()
     blamed = [Failure(rank=r, state=known.get(r), host=(own[r].host if r in own else None) or job.rank_hosts.get(r),
-                      category="config", what=what, events=[*(own[r].events[:1] if r in own else []), *first.events[:1]])
+                      category="config", what=what, events=[*(own[r].events[:1] if r in own else []), *first.events[:1]],
+                      doing=None if r in own else "is the likeliest cause")  # (it failed on nothing of its own)
               for r in odd]
     return blamed + [f for f in out if f.rank not in checked and f.rank not in odd]

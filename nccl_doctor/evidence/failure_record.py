@@ -21,6 +21,8 @@ class Failure:
     events: list[Event] = field(default_factory=list)
     recovered: bool = False  # the rank (or job) went on training afterwards
     label: str | None = None  # who failed, when it is not a rank's process (a node's torchrun agent)
+    #: What the rank did, when not "failed first": a rank the others' failures accuse, itself unfailed.
+    doing: str | None = None
 
     @property
     def crash(self) -> bool:

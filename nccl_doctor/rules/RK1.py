@@ -43,7 +43,7 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
         who = f"{facts.count_ranks(ranks, len(group))}" + (f" on {', '.join(where)}" if 0 < len(where) <= 3 else "")
         parts = [f"{who} failed first with the same error: {facts.brief(first.what).rstrip('.')}"]
     else:
-        parts = [f"{first.who} failed first: {facts.brief(first.what).rstrip('.')}"]
+        parts = [f"{first.who} {first.doing or 'failed first'}: {facts.brief(first.what).rstrip('.')}"]
     died_at = stacks.dump_after(job, first.events[0]) if first.category == "signal" and first.events else None
     if died_at is not None:  # faulthandler's dump of the thread the signal hit, right below it
         parts[0] += f", {stacks.where(died_at, others_too=False)}"
