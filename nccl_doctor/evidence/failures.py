@@ -275,7 +275,9 @@ def failures(job: JobModel) -> list[Failure]:
                 ("proc", id(st), ev.host, ev.pid, stream_console(ev.file) if st is None else None)
             f = merged.get(key)
             if f is None:
-                merged[key] = Failure(rank=rank, state=rst, host=host, category=cat, what=what, events=[ev])
+                said = what.replace("; which rank it does not say", f"; rank {rank}'s own line names that pid") \
+                    if rank is not None and ev.kind == "shell_job_died" else what  # (pids.self_pid_rank)
+                merged[key] = Failure(rank=rank, state=rst, host=host, category=cat, what=said, events=[ev])
                 continue
             f.host = f.host or host
             told = said_by[id(f)] if id(f) in said_by else f.events[0]

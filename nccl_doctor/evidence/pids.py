@@ -80,14 +80,14 @@ def fail_ranks(job: JobModel, ev: Event) -> list[int | None]:
         return [_worker_rank(job, ev)]
     if ev.kind == "unit_exit":
         return [_unit_rank(job, ev)]
-    if ev.kind in ("elastic_failed", "elastic_cfe", "ds_exit", "oom_killer", "timer_reaped") \
+    if ev.kind in ("elastic_failed", "elastic_cfe", "ds_exit", "oom_killer", "timer_reaped", "shell_job_died") \
             and ev.get("pid") is not None:
         st = state_for_pid(job, ev.get("pid"), ev.get("host") or host_of(job, ev), ev.file)
         if st is not None:
             return [st.rank]
         said = self_pid_rank(job, int_in(ev.get("pid")))
-        if said is not None and ev.kind in ("oom_killer", "timer_reaped"):
-            return [said]  # (a kernel's or a timer's kill of a pid only the rank's own line names)
+        if said is not None and ev.kind in ("oom_killer", "timer_reaped", "shell_job_died"):
+            return [said]  # (a kernel's, a timer's or a shell's report of a pid only the rank's own line names)
         if ev.kind == "elastic_failed" and (ev.file, int_in(ev.get("pid"))) in _table_ranks(job):
             return [_table_ranks(job)[(ev.file, int_in(ev.get("pid")))]]
         if ev.kind == "elastic_failed" and int_in(ev.get("local_rank")) is not None and _one_agent_for_all(job):
