@@ -297,8 +297,19 @@ def _ranks_of_one_world(lc: Launcher, _lines: list[str], stripped: list[str]) ->
     return len(set(ranks)) == 1 or any(b < a for a, b in zip(ranks, ranks[1:], strict=False))
 
 
-#: The tests of their own that a ``detect`` may name (one world's "[r/w]" ranks, a shell's dates).
-_CHECKS = {"ranks_of_one_world": _ranks_of_one_world, "dated_by_a_shell": _dated_by_a_shell}
+def _counts_lines(lc: Launcher, lines: list[str], _stripped: list[str]) -> bool:
+    """Numbers that count the lines, not ranks: nearly each one more than the one before (blank lines, numbered too,
+    are not in the sample: a gap of a few is allowed), twenty at least; or, in a short file, six or more from 1 on,
+    each one more (srun's labels start at rank 0, and repeat)."""
+    nums = [int(m.group("num")) for ln in lines if (m := lc.regex.match(ln))]
+    steps = [b - a for a, b in zip(nums, nums[1:], strict=False)]
+    counted = sum(1 for d in steps if 1 <= d <= 3)
+    return (len(nums) >= 20 and counted >= 0.9 * len(steps)) or (len(nums) >= 6 and nums[0] == 1 and counted == len(steps))
+
+
+#: The tests of their own that a ``detect`` may name (one world's "[r/w]" ranks, a shell's dates, line numbers).
+_CHECKS = {"ranks_of_one_world": _ranks_of_one_world, "dated_by_a_shell": _dated_by_a_shell,
+           "counts_lines": _counts_lines}
 
 
 def head_lines(chunk: bytes, want: int = 600, limit: int = 256 << 10) -> list[str]:

@@ -202,3 +202,15 @@ def test_a_coloured_compose_prefix_is_detected_as_the_scanner_reads_it():
              f"[rank {2 + i % 2}] train: step {i} loss 2.09" for i in range(12)]
     assert "compose_service" in detect_modes(lines)
     assert "compose_service" not in detect_modes([ln.replace("trainer-1  | ", "") for ln in lines])
+
+
+def test_line_numbers_that_count_the_lines_are_not_srun_labels():
+    # A gist's "copy with line numbers" (t178_hang_r3_w4_gist_logdir): "97: " is line 97, not rank 97; the
+    # torchrun prefix behind it names the rank.
+    numbered = [f"{i}: [default{i % 4}]:step {i}/40 loss 2.3" for i in range(1, 8)]
+    modes = detect_modes(numbered)
+    assert "line_numbers_colon" in modes and "srun_label" not in modes
+    assert LauncherStripper(modes).strip(numbered[2])[0].get("local_rank") == 3
+    # srun's labels start at rank 0 and interleave: still labels
+    labelled = [f"{r}: step {s} loss 2.3" for s in range(3) for r in (0, 1, 2, 3)]
+    assert "srun_label" in detect_modes(labelled) and "line_numbers_colon" not in detect_modes(labelled)

@@ -9,6 +9,7 @@ import re
 
 from ..events import Event
 from ..model import JobModel
+from ..model.relays import AGENT_EXCEPTION
 from .causes import _PEER_GONE
 from .facts import known_by, record_text
 from .timeouts import timeouts_by_pg
@@ -37,7 +38,7 @@ def without_late_store_losses(own: list[Event], ended: float | None) -> list[Eve
         text = record_text(e)
         # (torchrun's agent's own exception below its store losses, in a console it shares with the rank: its
         # rendezvous lost the store too)
-        agents = str(e.get("exc_type") or text).startswith(_AGENT_EXCEPTION) and e.ts is None and e.file in late_in
+        agents = str(e.get("exc_type") or text).startswith(AGENT_EXCEPTION) and e.ts is None and e.file in late_in
         lost = agents or ((e.kind == "torch_store_timeout" or (e.kind == "python_exception" and _STORE.search(text)))
                           and _PEER_GONE.search(text) is not None)
         if lost and ((e.ts is not None and e.ts >= ended) or (e.ts is None and e.file in late_in)):
@@ -47,7 +48,5 @@ def without_late_store_losses(own: list[Event], ended: float | None) -> list[Eve
     return kept
 
 
-#: Exceptions only torchrun's agent raises (its rendezvous, its signal handler, its failure report).
-_AGENT_EXCEPTION = "torch.distributed.elastic."
 #: An exception the store's client raised (not gloo's lost peer in a collective).
 _STORE = re.compile(r"TCPStore|DistNetworkError|DistStoreError|recvValue|sendBytes|recvBytes")

@@ -14,6 +14,7 @@ from ..events import Event, LastLine, by_place
 from .hosts import name_hosts
 from .identity import Proc, build_processes
 from .last_line import rank_last_line
+from .relays import AGENT_EXCEPTION
 from .world import world_size
 
 #: Init stages in the order NCCL reaches them.
@@ -353,7 +354,8 @@ def _progress(st: RankState, e: Event) -> None:
     elif k in TIMEOUT_KINDS:
         st.timeouts.append(e)
     if k in ERROR_KINDS:
-        st.errors.append(e)
+        if not str(f.get("exc_type") or "").startswith(AGENT_EXCEPTION):
+            st.errors.append(e)  # (torchrun's own traceback in a console whose unlabelled lines are a rank's)
     elif k == "train_step" and isinstance(f.get("step"), int):
         st.last_step = f["step"]
     elif k == "nccl_version" and f.get("version"):

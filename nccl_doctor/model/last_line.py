@@ -7,6 +7,7 @@ import re
 
 from ..events import LastLine
 from .identity import Proc
+from .relays import AGENT_EXCEPTION
 
 
 def rank_last_line(p: Proc, last_by_file: dict[str, dict], shared: set[str] = frozenset(),
@@ -40,7 +41,8 @@ def rank_last_line(p: Proc, last_by_file: dict[str, dict], shared: set[str] = fr
         else:
             hit = next((ll[k] for k in keys if k in ll), None)
         if hit is None and fpath in shared:  # no label of its own there: its own last event in that file
-            ev = max((e for e in p.events if e.file == fpath), key=lambda e: e.line, default=None)
+            ev = max(_own_events(p, fpath) if fpath in agent_files else (e for e in p.events if e.file == fpath),
+                     key=lambda e: e.line, default=None)
             hit = LastLine(ev.file, ev.line, ev.text, ev.ts) if ev is not None else None
         if hit is not None:
             cands.append(hit)
@@ -49,6 +51,25 @@ def rank_last_line(p: Proc, last_by_file: dict[str, dict], shared: set[str] = fr
         return LastLine(ev.file, ev.line, ev.text, ev.ts) if ev else None
     newest = _current_rotations(cands)
     return max(newest, key=lambda c: (c.ts or 0, c.line))
+
+
+def _own_events(p: Proc, fpath: str) -> list:
+    """Its events in a file torchrun's agent wrote into too, without the agent's: its reports (``elastic_*``) and
+    its own traceback, from its head to the agent's exception (ChildFailedError), which the rank's unlabelled
+    lines took for the rank's."""
+    mine = sorted((e for e in p.events if e.file == fpath and not e.kind.startswith("elastic_")), key=lambda e: e.line)
+    out: list = []
+    head = None  # where the traceback being read starts in ``out``
+    for e in mine:
+        if e.kind == "traceback_start":
+            head = len(out)
+        elif e.kind == "python_exception" and head is not None and \
+                str(e.get("exc_type") or "").startswith(AGENT_EXCEPTION):
+            del out[head:]
+            head = None
+            continue
+        out.append(e)
+    return out
 
 
 #: The kinds of a stack dump's lines.

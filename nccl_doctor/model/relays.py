@@ -77,8 +77,9 @@ def spawn_relayed(events: list[Event]) -> None:
 
 #: Lines inside a traceback, before its exception line: its head and the frames read as events.
 _IN_TRACEBACK = frozenset(("traceback_start", "torch_c10d_frame", "py_script_frame", "py_signal_frame"))
-#: Exceptions only torchrun's agent raises (its workers never install elastic's signal handler).
-_AGENT_EXCEPTION = "torch.distributed.elastic."
+#: Exceptions only torchrun's agent raises (its rendezvous, its signal handler, its failure report: its workers
+#: never install elastic's signal handler).
+AGENT_EXCEPTION = "torch.distributed.elastic."
 
 
 def agent_tracebacks(events: list[Event]) -> None:
@@ -92,7 +93,7 @@ def agent_tracebacks(events: list[Event]) -> None:
             open_at[(ev.file, ev.rank)] = i
         elif ev.kind == "python_exception":
             start = open_at.pop((ev.file, ev.rank), None)
-            if start is None or ev.rank is None or not str(ev.get("exc_type") or "").startswith(_AGENT_EXCEPTION):
+            if start is None or ev.rank is None or not str(ev.get("exc_type") or "").startswith(AGENT_EXCEPTION):
                 continue
             rank = ev.rank
             for e in events[start:i + 1]:
