@@ -1188,3 +1188,21 @@ def test_every_rank_but_one_failing_alike_at_start_up_is_left_as_it_is(tmp_path)
     # The same before any step (one rank creates what the others read: a bug of theirs as likely): not accused.
     report = _alike(tmp_path, trained=False)
     assert report.verdict["ranks"] != [1]
+
+
+def test_torchruns_own_traceback_is_not_the_error_of_the_rank_whose_lines_are_unlabelled(tmp_path):
+    # t364_hang_r0_w4_rank0log_tee: only rank 0 logs, without a label (its start-up line names its pid, which the
+    # table gives rank 0); ranks 1-3 time out; torchrun's ChildFailedError traceback below is the agent's, not rank
+    # 0's error: rank 0 is the silent one, and its last line is its own step, not the table's.
+    timeout = ("[rank{r}]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] "
+               "Timed out waiting 20000ms for recv operation to complete")
+    lines = ["2026-11-29 04:40:15,287 | INFO     | host vm pid 16127 local_rank 0 world_size 4 backend gloo timeout 20s",
+             "2026-11-29 04:40:19,603 | INFO     | step 10/60 loss 2.4838 lr 0.0467 (0.09 s/step)"]
+    lines += [timeout.format(r=r) for r in (1, 2, 3)]
+    lines += ["Traceback (most recent call last):", '  File "/venv/bin/torchrun", line 8, in <module>',
+              "    sys.exit(main())"]
+    lines += _table("vm", [(2, 2, 1, 16129), (0, 0, -15, 16127), (3, 3, 1, 16130)], (1, 1, 1, 16128))
+    _write(tmp_path, "console.log", lines)
+    report = analyze([str(tmp_path)], jobs=1)
+    assert report.verdict["ranks"] == [0]
+    assert "rank 0 on vm is missing or went silent" in report.verdict["summary"]
