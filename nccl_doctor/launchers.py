@@ -234,9 +234,13 @@ def detect_modes(sample_lines: list[str], launchers: tuple[Launcher, ...] | None
         if _BARE_NCCL.match(rest):
             return frozenset()
         stripped.append(rest)
+    # the lines as written but for a collector's own stamp before them (a kubelet's time before a shell's date): what
+    # a detect that reads the raw lines judges
+    collectors = LauncherStripper(frozenset(), tuple(lc for lc in all_l if lc.name in _COLLECTORS and not lc.ambiguous))
+    written = [collectors.strip(ln)[1] for ln in lines]
     modes: set[str] = set()
     for lc in all_l:
-        if lc.ambiguous and _carries(lc, lc.detect, lines, stripped):
+        if lc.ambiguous and _carries(lc, lc.detect, written, stripped):
             modes.add(lc.name)
     for lc in all_l:
         if lc.name in modes:

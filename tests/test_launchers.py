@@ -214,3 +214,12 @@ def test_line_numbers_that_count_the_lines_are_not_srun_labels():
     # srun's labels start at rank 0 and interleave: still labels
     labelled = [f"{r}: step {s} loss 2.3" for s in range(3) for r in (0, 1, 2, 3)]
     assert "srun_label" in detect_modes(labelled) and "line_numbers_colon" not in detect_modes(labelled)
+
+
+def test_a_shells_date_behind_a_kubelets_stamp_is_detected():
+    # t365_kill_r1_w3_k8s_awk_split: awk's "[date]" inside the container, the kubelet's RFC3339 stamp outside it; the
+    # failure table's rows behind both are read (its "rank : 1" joined to its "exitcode : -9").
+    rows = ["Root Cause (first observed failure):", "[0]:", "  time      : 2026-11-29_04:49:12", "  host      : localhost",
+            "  rank      : 1 (local_rank: 1)", "  exitcode  : -9 (pid: 20596)", "  traceback : Signal 9 (SIGKILL) received by PID 20596"]
+    lines = [f"2026-11-29T04:49:12.{i:09d}Z [2026-11-29 04:49:12] {r}" for i, r in enumerate(rows * 3)]
+    assert "shell_datetime" in detect_modes(lines)

@@ -1206,3 +1206,28 @@ def test_torchruns_own_traceback_is_not_the_error_of_the_rank_whose_lines_are_un
     report = analyze([str(tmp_path)], jobs=1)
     assert report.verdict["ranks"] == [0]
     assert "rank 0 on vm is missing or went silent" in report.verdict["summary"]
+
+
+def test_the_agents_chained_traceback_in_a_pods_stderr_is_not_its_ranks_store_timeout(tmp_path):
+    # t365_hang_r1_mn2_k8s_crlf_split: rank 1 hangs on the worker pod; rank 0 times out on the master pod and its
+    # torchrun exits; the worker's torchrun then loses the store (a DistNetworkError chained to its own
+    # RendezvousConnectionError) in the pod's stderr, whose other lines are rank 1's: an agent's, not rank 1's wait.
+    _write(tmp_path, "pod-master-0.out", [f"[2026-11-29 04:49:3{s},888][INFO][rank 0] step {s}/40 loss 1.4" for s in range(1, 6)])
+    _write(tmp_path, "pod-master-0.err", [
+        "[rank0]: Traceback (most recent call last):", '[rank0]:   File "/job/train.py", line 286, in main',
+        "[rank0]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] "
+        "Timed out waiting 30000ms for recv operation to complete"])
+    _write(tmp_path, "pod-worker-0.out", [f"[2026-11-29 04:49:3{s},888][INFO][rank 1] step {s}/40 loss 1.4" for s in range(1, 6)])
+    _write(tmp_path, "pod-worker-0.err", [
+        "Traceback (most recent call last):",
+        '  File "/venv/lib/python3.11/site-packages/torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py", '
+        "line 114, in _call_store",
+        "torch.distributed.DistNetworkError: Failed to recv, got 0 bytes. Connection was likely closed. Did the remote "
+        "server shutdown or crash?", "",
+        "The above exception was the direct cause of the following exception:", "",
+        "Traceback (most recent call last):", '  File "/venv/bin/torchrun", line 8, in <module>',
+        "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection to the C10d store has "
+        "failed. See inner exception for details."])
+    report = analyze([str(tmp_path)], jobs=1)
+    assert report.verdict["ranks"] == [1]
+    assert "rank 1 on pod-worker-0 is missing or went silent" in report.verdict["summary"]

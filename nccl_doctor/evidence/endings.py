@@ -86,7 +86,9 @@ def endings(job: JobModel) -> dict[int, Ending]:
         # what it raised because it was stopped (the launcher's SIGTERM, an interrupt) is no ending of its own
         ended_by_stop = [terminated(job, e) or after_signal(job, st, e) for e in own]
         stopped_here = rank in killed or any(ended_by_stop)
-        own = [e for e, stop in zip(own, ended_by_stop, strict=True) if not stop]
+        # (torchrun's own traceback among its unlabelled lines, relays.agent_tracebacks, is none of its errors; the
+        # signal it tells of is the rank's stop too)
+        own = [e for e, stop in zip(own, ended_by_stop, strict=True) if not stop and not e.get("by_agent")]
         if rank in caused:
             how = "cause"
         elif rank in timed_ranks or (st is not None and id(st) in timed):

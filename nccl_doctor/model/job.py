@@ -14,7 +14,6 @@ from ..events import Event, LastLine, by_place
 from .hosts import name_hosts
 from .identity import Proc, build_processes
 from .last_line import rank_last_line
-from .relays import AGENT_EXCEPTION
 from .world import world_size
 
 #: Init stages in the order NCCL reaches them.
@@ -351,11 +350,11 @@ def _progress(st: RankState, e: Event) -> None:
         for name in ("enqueued", "completed"):
             if isinstance(f.get(name), int) and f[name] >= 0:
                 getattr(st, name).setdefault(pg, f[name])
-    elif k in TIMEOUT_KINDS:
+    elif k in TIMEOUT_KINDS and not f.get("by_agent"):
         st.timeouts.append(e)
     if k in ERROR_KINDS:
-        if not str(f.get("exc_type") or "").startswith(AGENT_EXCEPTION):
-            st.errors.append(e)  # (torchrun's own traceback in a console whose unlabelled lines are a rank's)
+        if not f.get("by_agent"):
+            st.errors.append(e)  # (torchrun's own traceback in a file whose unlabelled lines are a rank's: relays)
     elif k == "train_step" and isinstance(f.get("step"), int):
         st.last_step = f["step"]
     elif k == "nccl_version" and f.get("version"):

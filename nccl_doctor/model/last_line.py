@@ -7,7 +7,6 @@ import re
 
 from ..events import LastLine
 from .identity import Proc
-from .relays import AGENT_EXCEPTION
 
 
 def rank_last_line(p: Proc, last_by_file: dict[str, dict], shared: set[str] = frozenset(),
@@ -55,21 +54,8 @@ def rank_last_line(p: Proc, last_by_file: dict[str, dict], shared: set[str] = fr
 
 def _own_events(p: Proc, fpath: str) -> list:
     """Its events in a file torchrun's agent wrote into too, without the agent's: its reports (``elastic_*``) and
-    its own traceback, from its head to the agent's exception (ChildFailedError), which the rank's unlabelled
-    lines took for the rank's."""
-    mine = sorted((e for e in p.events if e.file == fpath and not e.kind.startswith("elastic_")), key=lambda e: e.line)
-    out: list = []
-    head = None  # where the traceback being read starts in ``out``
-    for e in mine:
-        if e.kind == "traceback_start":
-            head = len(out)
-        elif e.kind == "python_exception" and head is not None and \
-                str(e.get("exc_type") or "").startswith(AGENT_EXCEPTION):
-            del out[head:]
-            head = None
-            continue
-        out.append(e)
-    return out
+    its own traceback (``by_agent``: relays.agent_tracebacks), which the rank's unlabelled lines took for the rank's."""
+    return [e for e in p.events if e.file == fpath and not e.kind.startswith("elastic_") and not e.get("by_agent")]
 
 
 #: The kinds of a stack dump's lines.

@@ -18,7 +18,7 @@ def relay_writers(events: list[Event]) -> set[str]:
     relay whose heading kind is absent is not looked for, one pass over the kinds instead of one each).
     Returns the kinds."""
     kinds = set(map(_KIND, events))
-    if "python_exception" in kinds and "traceback_start" in kinds:
+    if "traceback_start" in kinds:
         agent_tracebacks(events)
     if "mp_spawn_failed" in kinds:
         spawn_relayed(events)
@@ -84,21 +84,32 @@ AGENT_EXCEPTION = "torch.distributed.elastic."
 
 def agent_tracebacks(events: list[Event]) -> None:
     """A traceback that ends in torch.distributed.elastic's own exception (``SignalException``,
-    ``ChildFailedError``) is torchrun's agent's, never a rank's: where an outer launcher labels every
-    line of a node (``srun --label`` running one torchrun per node: "0: " is the node's task), that
-    label gave it a rank. Its lines, from its "Traceback" line to that exception, belong to no rank."""
-    open_at: dict[tuple[str, int | None], int] = {}  # (file, label rank) -> index of its traceback head
+    ``ChildFailedError``, ``RendezvousConnectionError``), with the tracebacks chained before it ("The above
+    exception was the direct cause ..."), is torchrun's agent's, never a rank's. Where an outer launcher labels
+    every line of a node (``srun --label`` running one torchrun per node: "0: " is the node's task), that label
+    gave its lines a rank: taken off. Where its lines are unlabelled, in a file a rank writes unlabelled too (a
+    pod's stderr, a console), they are marked ``by_agent``: the rank's own errors and timeouts leave them out."""
+    open_at: dict[tuple[str, int | None], int] = {}  # (file, label rank) -> index of its (chain's) first head
+    chained: set[tuple[str, int | None]] = set()
     for i, ev in enumerate(events):
+        key = (ev.file, ev.rank)
         if ev.kind == "traceback_start":
-            open_at[(ev.file, ev.rank)] = i
-        elif ev.kind == "python_exception":
-            start = open_at.pop((ev.file, ev.rank), None)
-            if start is None or ev.rank is None or not str(ev.get("exc_type") or "").startswith(AGENT_EXCEPTION):
-                continue
-            rank = ev.rank
+            if key not in chained or key not in open_at:
+                open_at[key] = i
+            chained.discard(key)
+        elif ev.kind == "py_chain":
+            chained.add(key)
+        elif ev.get("exc_type") and key in open_at:
+            if not str(ev.get("exc_type")).startswith(AGENT_EXCEPTION):
+                continue  # (a chained traceback may follow: the chain stays open)
+            start = open_at.pop(key)
+            chained.discard(key)
             for e in events[start:i + 1]:
-                if e.file == ev.file and e.rank == rank and (e.kind in _IN_TRACEBACK or e is ev):
-                    e.rank = None
+                if e.file == ev.file and e.rank == key[1]:
+                    if key[1] is None:
+                        e.fields["by_agent"] = True
+                    elif e.kind in _IN_TRACEBACK or e is ev:
+                        e.rank = None
 
 
 def loguru_relayed(events: list[Event]) -> None:
