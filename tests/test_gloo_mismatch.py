@@ -124,3 +124,17 @@ def test_a_teardown_abort_after_a_lost_peer_is_not_the_rank_gloo_aborted():
     assert report.verdict["ranks"] == [2]
     assert "gloo aborted rank 2 on data of another size" in dsy.summary and "it posted a scalar" in dsy.summary
     assert not any(e.line == 31 for f in report.findings if f.rule == "RK1" for e in f.evidence)
+
+
+@pytest.mark.parametrize(("run", "aborted", "neighbour"), [
+    # console.log:22-23: the untagged gloo abort ("8 vs 4"), rank 0 by torchrun's table (exitcode -6); rank 0's
+    # histogram had 9 bins (the injected fault), nothing logged by rank 0 or rank 1 says so
+    ("t369_sizehist_r0_w4_tee", 0, 1),
+    # rank 2 aborts ("192 vs 128"); rank 3, the neighbour its ring receives from, padded its histogram to 192 bins
+    ("t273_pad_allreduce_r3_w4_redirect", 2, 3),
+])
+def test_a_lone_abort_with_nothing_logged_names_the_ring_pair_and_no_rank(run, aborted, neighbour):
+    report, dsy = _dsy1(run)
+    assert report.verdict["ranks"] == []
+    assert (f"gloo's ring puts the difference between rank {aborted} and the neighbour it receives from, "
+            f"rank {neighbour}") in dsy.summary

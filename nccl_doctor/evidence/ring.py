@@ -48,15 +48,24 @@ class Deviation:
 
 
 @_per_job
-def ring_deviation(job: JobModel) -> Deviation | None:
+def ring_pair(job: JobModel) -> tuple[int, int] | None:
+    """(the rank gloo aborted alone, the ring neighbour it receives from): the two between which the sizes
+    differed (the previous rank in a gather, the next in an all_reduce's ring)."""
     world = job.ranks_expected
     a = lone_abort(job)
     if a is None or world is None or not 0 <= a < world:
         return None
-    states = {st.rank: st for st in job.ranks if st.rank is not None}
-    calls = {c10d_call(st) for r, st in states.items() if r != a} - {None}
+    calls = {c10d_call(st) for st in job.ranks if st.rank is not None and st.rank != a} - {None}
     step = -1 if calls and calls <= _GATHERS else 1
-    n = (a + step) % world
+    return a, (a + step) % world
+
+
+def ring_deviation(job: JobModel) -> Deviation | None:
+    ring = ring_pair(job)
+    if ring is None:
+        return None
+    a, n = ring
+    states = {st.rank: st for st in job.ranks if st.rank is not None}
     pair = (a, n) if n != a else (a,)
     own = {r: rec for r in pair if (rec := _own_record(states.get(r))) is not None}
     if not own:

@@ -24,6 +24,7 @@ from ..evidence.desync_hints import Mismatch
 from ..evidence.dumps import Mismatch as DumpMismatch
 from ..evidence.dumps import dump_facts
 from ..evidence.facts import name_ranks, pg_label, plural
+from ..evidence.ring import ring_pair
 from ..evidence.statements import (
     TRANSPORT_MISMATCH,
     aborted_in_tables,
@@ -202,9 +203,14 @@ def _reported_mismatch(job: JobModel) -> list[Mismatch]:
     elif torn:
         # The receiver cannot tell which side deviated: name no culprit, only what happened.
         who = _receivers(job, torn)
+        ring = ring_pair(job)
+        # (a subgroup's ring is not the world's, and two ranks are their own pair: said only as far as it goes)
+        between = f"; if that collective spanned every rank, gloo's ring puts the difference between rank {ring[0]} and " \
+            f"the neighbour it receives from, rank {ring[1]}, and nothing either logged says which of the two" \
+            if ring is not None and (job.ranks_expected or 0) > 2 else ""
         out.append((f"gloo on {who} received data of another size than its collective expected "
                     f"(\"{TRANSPORT_MISMATCH.search(torn[0].text).group(0)}\"): the ranks ran different "
-                    "collectives", [], [], torn[:4], []))
+                    f"collectives{between}", [], [], torn[:4], []))
     if fingerprints:
         out.append(_fingerprint_mismatch(job, fingerprints))
     return out
