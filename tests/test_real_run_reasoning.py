@@ -1231,3 +1231,17 @@ def test_the_agents_chained_traceback_in_a_pods_stderr_is_not_its_ranks_store_ti
     report = analyze([str(tmp_path)], jobs=1)
     assert report.verdict["ranks"] == [1]
     assert "rank 1 on pod-worker-0 is missing or went silent" in report.verdict["summary"]
+
+
+def test_the_rank_whose_broadcast_batch_the_only_failing_rank_checked_is_accused(tmp_path):
+    # t371_badbcast_r0_w2_split: rank 0 reads the records and broadcasts each batch; rank 1's own check of the ids
+    # raises, naming where the batch came from; rank 0 only loses it. The sender is the likeliest cause.
+    lines = ["[rank 0] step 13 loss 2.1", "[rank 1] step 13 loss 2.1",
+             "[rank1]: Traceback (most recent call last):", '[rank1]:   File "/job/train.py", line 131, in next_batch',
+             "[rank1]: ValueError: batch 14: token id 138768572270772729 outside the vocabulary [0, 512) in the (16, 24) "
+             "batch received from rank 0", _ECHO.format(r=0)]
+    lines += _table("node-a", [(0, 0, -15, 101)], (1, 1, 1, 102))
+    _write(tmp_path, "console.log", lines)
+    report = analyze([str(tmp_path)], jobs=1)
+    assert report.verdict["ranks"] == [0]
+    assert "rank 1's own check of what it received from it failed" in report.verdict["summary"]

@@ -202,10 +202,6 @@ KNOWN_WRONG = {
                                         "a WARNING naming no rank); rank 1 aborts posting the metric's 4 bytes "
                                         "('3120 vs 4') while rank 0 is at the metric all_reduce (train228.py:239): "
                                         "only the sizes say rank 1's ring sender, rank 2, was in the gradient one",
-    "t230_bcast_r0_w2_rank_tee": "rank 0 broadcasts a corrupted sample order; rank 1 alone raises 'sample order "
-                                 "received from rank 0 is not a permutation ...' (console.log:36): with two ranks "
-                                 "a receiver's complaint naming the sender reads like t206_shards' own fault "
-                                 "checked against rank 0, so the raiser is named",
     "t242_addedtokens_r0_w2_2nodes_logdir": "rank 0's stale added_tokens.json on gpu-a07 gives it 1032 embedding rows "
                                             "(gpu-a07.log:6, '+ 8 added tokens') where rank 1 has 1024 (gpu-a08.log:4); "
                                             "gloo aborts rank 1, the receiver of the start-up broadcast ('264192 vs "

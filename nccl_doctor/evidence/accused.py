@@ -65,8 +65,10 @@ _ACCUSED = re.compile(rf"\b(?:[Rr]ank|RANK)[ :=#]{{0,3}}(\d{{1,7}})\b {_SUBJECT_
 #: A rank named as the key of a listing of every rank's value ("(rank 0: 9398.48, rank 1: ...)"):
 #: a table, not an accusation.
 _LISTED = re.compile(r"\s?[:=]\s?[-+]?\d")
-#: A collective's source rank as its receivers name it ("payload from src=1 failed validation").
-_SENDER = re.compile(r"\b(?:src|source|sender)(?: rank)?[ =:]{1,3}(\d{1,7})\b")
+#: A collective's source rank as its receivers name it ("payload from src=1 failed validation", "token id ... outside
+#: the vocabulary in the (16, 24) batch received from rank 0").
+_SENDER = re.compile(r"\b(?:(?:src|source|sender)(?: rank)?[ =:]{1,3}|(?:received|got) from (?:[Rr]ank|RANK)[ :=#]{0,3})"
+                     r"(\d{1,7})\b")
 _UNPICKLED = re.compile(r"\bCan't get attribute '[\w.]{1,200}' on <module '")
 #: Errors decoding serialized data (JSON, pickle, text): what a rank received was cut short or corrupt.
 _UNDECODED = re.compile(r"\b(?:json\.decoder\.)?JSONDecodeError: |\b(?:_pickle\.)?UnpicklingError: |\bUnicodeDecodeError: ")
@@ -200,11 +202,13 @@ def _named_by_one(own: dict[int, Failure], world: int) -> tuple[list[int], Failu
     if not f.events or f.events[0].kind not in ("python_exception", "log_error"):
         return None
     text = f.events[0].text
+    sent = {int(m.group(1)) for m in _SENDER.finditer(text)}
     named = {int(next(g for g in m.groups() if g)) for m in _BLAMED.finditer(text)} | \
-        {int(m.group(1)) for m in _ACCUSED.finditer(text)}
+        {int(m.group(1)) for m in _ACCUSED.finditer(text)} | sent
     if len(named) != 1 or me in named or not 0 <= next(iter(named)) < world:
         return None
-    return [next(iter(named))], f, f"rank {me}'s own check names it"
+    said = f"rank {me}'s own check of what it received from it failed" if named == sent else f"rank {me}'s own check names it"
+    return [next(iter(named))], f, said
 
 
 def accused_failures(job: JobModel, out: list[Failure]) -> list[Failure]:
