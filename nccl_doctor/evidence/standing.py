@@ -40,9 +40,12 @@ def point_at_stacks(s: Suspect, suspects: int, job: JobModel) -> None:
         s.events = [heads[-1], *[e for e in s.events if e is not heads[-1]]]
     elif suspects == 1 and (odd := stacks.odd_loose_dump(job)) is not None:
         main = stacks.main_thread(odd)
-        n = len(stacks.loose_dumps(job))
-        s.reason += (f"; of the {n} stack dumps in {os.path.basename(main.file)} ({stacks.tool(odd)}; they name no rank), "
-                     f"one process's were not waiting in a collective: it was {stacks.where(odd)}, most likely "
+        dumps = stacks.loose_dumps(job)
+        files = {d[0].file for d in dumps if d}
+        name = os.path.basename(main.file)
+        where, its = (name, "") if len(files) == 1 else (f"{len(files)} files", f", in {name},")
+        s.reason += (f"; of the {len(dumps)} stack dumps in {where} ({stacks.tool(odd)}; they name no rank), "
+                     f"one process's{its} were not waiting in a collective: it was {stacks.where(odd)}, most likely "
                      "this rank")
         s.events = [*s.events, main]
 
