@@ -1245,3 +1245,32 @@ def test_the_rank_whose_broadcast_batch_the_only_failing_rank_checked_is_accused
     report = analyze([str(tmp_path)], jobs=1)
     assert report.verdict["ranks"] == [0]
     assert "rank 1's own check of what it received from it failed" in report.verdict["summary"]
+
+
+def _ddp_mirror(tmp_path, override: int | None):
+    lines = [f"2026-11-29 05:29:42,1{r}4 [rank{r}] INFO lmtrain: host vm pid 2574{r} local_rank {r} world_size 2"
+             for r in (0, 1)]
+    if override is not None:
+        lines.append(f"2026-11-29 05:29:43,727 [rank{override}] INFO lmtrain: applying local overrides: "
+                     "model.tie_word_embeddings=False")
+    for me, other, mine, theirs in ((1, 0, 29, 28), (0, 1, 28, 29)):
+        lines += [f"[rank{me}]: Traceback (most recent call last):",
+                  f'[rank{me}]:   File "/job/train.py", line 232, in main',
+                  f"[rank{me}]: RuntimeError: DDP expects same model across all ranks, but Rank {me} has {mine} params, "
+                  f"while rank {other} has inconsistent {theirs} params."]
+    lines += _table("vm", [(0, 0, -15, 25747)], (1, 1, 1, 25748))
+    _write(tmp_path, "console.log", lines)
+    return analyze([str(tmp_path)], jobs=1)
+
+
+def test_of_two_ranks_whose_models_mirror_each_other_the_one_that_overrode_a_setting_is_named(tmp_path):
+    # t375_ddp_untied_r1_w2_logrank_tee: each rank's DDP check names the other (29 params against 28); only rank 1's
+    # start-up line says it applied a local override (tie_word_embeddings=False): its model is the one that departs.
+    report = _ddp_mirror(tmp_path, override=1)
+    assert report.verdict["ranks"] == [1]
+    assert "its own start-up line says it overrode a setting" in report.verdict["summary"]
+
+
+def test_of_two_mirrored_models_with_no_override_said_both_ranks_stay_named(tmp_path):
+    report = _ddp_mirror(tmp_path, override=None)
+    assert report.verdict["ranks"] == [0, 1]

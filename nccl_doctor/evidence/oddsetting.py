@@ -187,3 +187,15 @@ def set_otherwise(job: JobModel) -> list[Failure]:
                     category="config", events=[odd.event, odd.usual],
                     what=f"it alone started with {odd.said()}; every rank then failed alike")]
 
+
+#: A rank's own word that it departs from the job's configuration ("applying local overrides: model.x=False").
+_OVERRIDE = re.compile(r"\boverrid(?:e|es|ing|den)\b", re.IGNORECASE)
+
+
+def overridden(job: JobModel, ranks: set[int]) -> tuple[int, str] | None:
+    """Of these ranks, the one alone whose start-up lines say it overrode a setting, and that line: where a check
+    cannot say which side differs (two ranks' models, each the other's mirror), the one that changed its own."""
+    said = {r: text for r in ranks for f, k, _st in _writers(job).get(r, ())
+            for _line, text in job.startup[f].get(k, ()) if _OVERRIDE.search(text)}
+    return next(iter(said.items())) if len(said) == 1 else None
+
