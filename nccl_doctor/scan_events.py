@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter
+from functools import lru_cache
 
 from .events import MAX_TEXT, Event
+from .launchers import load_launchers
 from .timeparse import event_time, hms_of, parse_mmdd
 
 
@@ -40,6 +42,12 @@ _ERROR_RECORD_RANK = re.compile(r"\[?(?:ERROR|CRITICAL|FATAL)\]?(?::[\w.<>-]{1,6
                                 r"(?:[\w.<>-]{1,64}(?::| -| \|) {1,2})?\[?(?:RANK|[Rr]ank)[ =:_-]?(\d{1,7})\b")
 
 
+@lru_cache(maxsize=1)
+def _relays() -> frozenset[str]:
+    """The launchers that label every line of the process they run (launchers.toml's ``relay``)."""
+    return frozenset(lc.name for lc in load_launchers() if lc.relay)
+
+
 def make_event(kind: str, fields: dict, lf: dict, path: str, line_no: int, text: str, year: int) -> Event:
     # Only the NCCL line prefix names the writer (host:pid:tid [dev]); a host or pid inside other
     # messages (srun's failed node, a ChildFailedError entry) is the subject, kept in fields.
@@ -70,6 +78,10 @@ def make_event(kind: str, fields: dict, lf: dict, path: str, line_no: int, text:
             fields.setdefault("coords", lf["coords"])
         if kind == "traceback_start" and "torch_rank" in lf.get("launchers", ()):
             fields["hook"] = "torch"  # torch's "[rank3]:" before each line: its hook for an uncaught exception
+        if not _relays().isdisjoint(lf.get("launchers", ())):
+            # put by a relay on every line its process writes ("[default0]:", srun's "3: "): a line of that file
+            # without it is someone else's, the launcher's own (model.identity)
+            fields["relayed"] = True
     # positional: this runs once per event (kind, file, line, host, pid, cuda_dev, rank, local_rank, ts, fields, text)
     rank = lf.get("rank")
     if rank is None and kind != "log_error" and (m := _ERROR_RECORD_RANK.match(text)) is not None:

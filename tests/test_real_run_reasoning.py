@@ -1274,3 +1274,31 @@ def test_of_two_ranks_whose_models_mirror_each_other_the_one_that_overrode_a_set
 def test_of_two_mirrored_models_with_no_override_said_both_ranks_stay_named(tmp_path):
     report = _ddp_mirror(tmp_path, override=None)
     assert report.verdict["ranks"] == [0, 1]
+
+
+def _json_rec(rank: int, host: str, pid: int, t: str, msg: str) -> str:
+    return (f'[default0]:{{"time": "2026-11-29T05:33:{t}", "level": "INFO", "logger": "train", "rank": {rank}, '
+            f'"world_size": 2, "host": "{host}", "pid": {pid}, "message": "{msg}"}}')
+
+
+def test_lines_torchruns_relay_did_not_label_are_not_its_workers_own(tmp_path):
+    # t376_exit0_r1_n2_json_logdir: rank 1's shard runs out ("training done") and it exits 0; rank 0 loses it. On rank
+    # 1's node the agent, losing the store rank 0's node hosted, writes TCPStore warnings with no "[default0]:": they
+    # are the agent's, not a store timeout of rank 1 (the one process whose records the file holds).
+    _write(tmp_path, "node-41.log", [
+        _json_rec(0, "ip-10-0-3-41", 28414, "02.259", "initialized process group: rank 0/2, local_rank 0"),
+        _json_rec(0, "ip-10-0-3-41", 28414, "05.726", "step 25/45 loss 1.7808"),
+        "[default0]:[rank0]: Traceback (most recent call last):",
+        '[default0]:[rank0]:   File "/job/train.py", line 200, in main',
+        "[default0]:" + _ECHO.format(r=0)])
+    _write(tmp_path, "node-42.log", [
+        _json_rec(1, "ip-10-0-3-42", 28415, "02.259", "initialized process group: rank 1/2, local_rank 0"),
+        _json_rec(1, "ip-10-0-3-42", 28415, "05.726", "step 25/45 loss 1.7808"),
+        _json_rec(1, "ip-10-0-3-42", 28415, "05.895", "epoch 0 finished: shard exhausted after 27 steps"),
+        _json_rec(1, "ip-10-0-3-42", 28415, "05.895", "training done in 2.3s"),
+        "[W1129 05:33:07.654203019 TCPStore.cpp:138] [c10d] recvValueWithTimeout failed on SocketImpl(fd=4, "
+        "addr=[::ffff:127.0.0.1]:45088, remote=[::ffff:127.0.1.1]:15660): Failed to recv, got 0 bytes. Connection was "
+        "likely closed. Did the remote server shutdown or crash?"])
+    report = analyze([str(tmp_path)], jobs=1)
+    assert report.verdict["ranks"] == [1]
+    assert "left the job early" in report.verdict["summary"]

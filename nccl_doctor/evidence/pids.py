@@ -56,7 +56,10 @@ def state_for_pid(job: JobModel, pid: Any, host: str | None = None, file: str | 
     if not cands and (said := self_pid_rank(job, key)) is not None and (st := job.known_ranks().get(said)) is not None:
         cands = [st]  # (a process whose lines carry no pid, but one of them names it: its start-up line)
     if host:
-        cands = [r for r in cands if _short_host(r.host) in (None, _short_host(host))]
+        hosted = [r for r in cands if _short_host(r.host) in (None, _short_host(host))]
+        # (a label that names no host, a compose container's "trainer-1" on every node: the process of that pid
+        # writing to the very file the report is in)
+        cands = hosted or ([r for r in cands if file in r.files] if file else [])
     if len(cands) > 1 and file:
         cands = [r for r in cands if file in r.files]
     return cands[0] if len(cands) == 1 else None

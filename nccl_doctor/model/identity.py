@@ -173,9 +173,12 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
     file_procs: dict[str, set] = defaultdict(set)
     file_labels: set[str] = set()
     file_devs: dict[str, set] = defaultdict(set)
+    relay_files: set[str] = set()  # files where a relay labels its process's lines ("[default0]:")
     for ev in events:
         if ev.host is not None and ev.pid is not None:
             file_procs[ev.file].add((ev.host, ev.pid))
+        if ev.fields.get("relayed"):
+            relay_files.add(ev.file)
         if (ev.rank is not None or ev.local_rank is not None) and ev.kind not in _HOOK_KINDS:
             file_labels.add(ev.file)  # (torch's "[rank1]: " on an uncaught traceback labels nothing else)
         if ev.cuda_dev is not None and ev.kind.startswith("nccl_"):
@@ -225,7 +228,9 @@ def build_processes(events: list[Event], world: int | None) -> list[Proc]:
             if spid is not None and ev.kind not in _ABOUT_WORKERS and (ev.file, spid) not in relayed:
                 keys.append(("stream", ev.file, spid))  # a journal stream of one process: its lines
             fp = file_procs.get(ev.file, ())
-            if len(fp) == 1:  # a file written by one process: everything in it is that process
+            if len(fp) == 1 and (ev.file not in relay_files or ev.fields.get("relayed")):
+                # a file written by one process: everything in it is that process (but a line its relay did not
+                # label, in a file where it labels that process's: the launcher's own, torchrun's TCPStore warnings)
                 keys.append(("proc", *next(iter(fp))))
             if not keys:
                 keys = [("file", ev.file)]
