@@ -138,3 +138,24 @@ def test_generated_1024_ranks(tmp_path, layout):
     assert d["job"]["hosts"] == expected["hosts"]
     assert set(expected["culprit"]["ranks"]) <= set(d["verdict"]["ranks"])
     json.dumps(d)
+
+
+def test_only_a_traceback_ending_in_torchruns_own_exception_is_the_agents():
+    # A rank's own traceback (unlabelled, ending in its ValueError) and, later, an agent's exception line whose
+    # "Traceback" head was not kept: the rank's traceback is not taken into the agent's (it ended; no chain followed).
+    from nccl_doctor.events import Event
+    from nccl_doctor.model.relays import agent_tracebacks
+
+    def ev(kind, line, **fields):
+        return Event(kind, "console.log", line, None, None, None, None, None, None, fields, "")
+
+    own = [ev("traceback_start", 1), ev("py_script_frame", 2), ev("python_exception", 3, exc_type="ValueError")]
+    agent = [ev("python_exception", 9, exc_type="torch.distributed.elastic.multiprocessing.errors.ChildFailedError")]
+    agent_tracebacks(own + agent)
+    assert not any(e.get("by_agent") for e in own)
+    # chained to torchrun's own exception ("The above exception was the direct cause ..."): the whole chain is its
+    chain = [ev("traceback_start", 1), ev("python_exception", 3, exc_type="torch.distributed.DistNetworkError"),
+             ev("py_chain", 5), ev("traceback_start", 7),
+             ev("python_exception", 9, exc_type="torch.distributed.elastic.rendezvous.api.RendezvousConnectionError")]
+    agent_tracebacks(chain)
+    assert all(e.get("by_agent") for e in chain)

@@ -90,20 +90,24 @@ def agent_tracebacks(events: list[Event]) -> None:
     gave its lines a rank: taken off. Where its lines are unlabelled, in a file a rank writes unlabelled too (a
     pod's stderr, a console), they are marked ``by_agent``: the rank's own errors and timeouts leave them out."""
     open_at: dict[tuple[str, int | None], int] = {}  # (file, label rank) -> index of its (chain's) first head
+    done: set[tuple[str, int | None]] = set()  # its exception line came: only a chained traceback goes on from it
     chained: set[tuple[str, int | None]] = set()
     for i, ev in enumerate(events):
         key = (ev.file, ev.rank)
         if ev.kind == "traceback_start":
-            if key not in chained or key not in open_at:
+            if key not in chained:
                 open_at[key] = i
             chained.discard(key)
+            done.discard(key)
         elif ev.kind == "py_chain":
-            chained.add(key)
-        elif ev.get("exc_type") and key in open_at:
+            if key in done:
+                done.discard(key)
+                chained.add(key)
+        elif ev.get("exc_type") and key in open_at and key not in done:
             if not str(ev.get("exc_type")).startswith(AGENT_EXCEPTION):
-                continue  # (a chained traceback may follow: the chain stays open)
+                done.add(key)  # (a chained traceback may follow: "The above exception was the direct cause ...")
+                continue
             start = open_at.pop(key)
-            chained.discard(key)
             for e in events[start:i + 1]:
                 if e.file == ev.file and e.rank == key[1]:
                     if key[1] is None:
