@@ -288,6 +288,12 @@ KNOWN_WRONG = {
                                              "in DDP's backward, rank 1 only loses them; three ranks at three sites and "
                                              "a rankless retry WARNING whose shard name ('shard-01-of-03') is all that "
                                              "ties it to rank 1",
+    "t383_skipmetric_r0_w3_print_logdir": "gloo aborts rank 2 in the one-float metrics all_reduce ('15536 vs 4') sent by "
+                                          "rank 0, its ring neighbour, which says nothing (SIGTERMed); rank 1 lost its "
+                                          "peer in reduce_metrics' all_reduce (logs/.../1/stderr.log): the metrics "
+                                          "collective, so rank 0 was the one elsewhere; but the same evidence with the "
+                                          "other rank in the gradient all_reduce (t309_skip_r0) means the aborted rank "
+                                          "strayed: only the function's name tells the two apart",
     "t370_labelmap_r0_w2_2n_logdir": "of two ranks, DDP's parameter check raises on rank 1 only (its params[39] [4, 32] "
                                      "against rank 0's, the reference): the check cannot say which side is odd; only "
                                      "rank 0's own start-up lines ('label map: 5 labels' against '4 classes in data', "

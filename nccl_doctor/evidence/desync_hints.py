@@ -162,8 +162,8 @@ def apart(job: JobModel) -> list[Mismatch]:
         return []
     said = " and ".join(f"rank {rank} at {site}" for rank, site in two.sides)
     return [(f"the two ranks waited in two different collectives, {said}: one took a code path the other did "
-             "not (a collective in a rank-dependent branch, or one skipped), and nothing in the logs says which "
-             "strayed", [], [], two.events, [])]
+             "not (a collective in a rank-dependent branch, or one skipped), or one collective's sizes differed and "
+             "the side with the smaller buffer went on; nothing in the logs says which strayed", [], [], two.events, [])]
 
 
 def alone_in_a_branch(job: JobModel) -> list[Mismatch]:

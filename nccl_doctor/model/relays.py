@@ -100,7 +100,7 @@ def agent_tracebacks(events: list[Event]) -> None:
             chained.discard(key)
             done.discard(key)
         elif ev.kind == "py_chain":
-            if key in done:
+            if key in open_at:  # (its exception line may be of a kind with no exc_type: c10d's store error)
                 done.discard(key)
                 chained.add(key)
         elif ev.get("exc_type") and key in open_at and key not in done:
