@@ -229,15 +229,21 @@ def detect_modes(sample_lines: list[str], launchers: tuple[Launcher, ...] | None
     all_l = launchers or load_launchers()
     base = LauncherStripper(frozenset(), all_l)
     stripped = []
+    # the lines as written but for a collector's own stamp before them (a kubelet's time before a shell's date): what
+    # a detect that reads the raw lines judges; stripped again only where the base strip took a collector's
+    written = []
+    collectors = None
     for ln in lines:  # one bare NCCL line vetoes every ambiguous prefix: stop at the first
-        rest = base.strip(ln)[1]
+        fields, rest = base.strip(ln)
         if _BARE_NCCL.match(rest):
             return frozenset()
         stripped.append(rest)
-    # the lines as written but for a collector's own stamp before them (a kubelet's time before a shell's date): what
-    # a detect that reads the raw lines judges
-    collectors = LauncherStripper(frozenset(), tuple(lc for lc in all_l if lc.name in _COLLECTORS and not lc.ambiguous))
-    written = [collectors.strip(ln)[1] for ln in lines]
+        if _COLLECTORS.isdisjoint(fields.get("launchers", ())):
+            written.append(ln)
+            continue
+        if collectors is None:
+            collectors = LauncherStripper(frozenset(), tuple(lc for lc in all_l if lc.name in _COLLECTORS and not lc.ambiguous))
+        written.append(collectors.strip(ln)[1])
     modes: set[str] = set()
     for lc in all_l:
         if lc.ambiguous and _carries(lc, lc.detect, written, stripped):

@@ -227,19 +227,18 @@ def accused_failures(job: JobModel, out: list[Failure]) -> list[Failure]:
              or _sent_unpicklable(own, size, job)) if not checked else None
     if alike is None and (world is None or world < 2):
         return out
-    changed = None
+    # (of two ranks whose models differ, each the other's mirror: the one whose own line says it overrode a setting)
+    changed = overridden(job, {0, 1}) if checked and world == 2 else None
     if alike is not None:
         (odd, first, said), checked = alike, set(own)
         ev = first.events[0]
         what = f"{said}: {((ev.get('msg') if ev.kind == 'log_error' else None) or ev.text)[:200]}"
-    # (of two ranks whose models differ, each the other's mirror: the one whose own line says it overrode a setting)
-    elif checked and (odd := _odd_by_counts(own, world) or (
-            [changed[0]] if world == 2 and (changed := overridden(job, {0, 1})) is not None else None)
-            or _odd_by_sizes(own, world)):
+    elif checked and (odd := _odd_by_counts(own, world) or ([changed[0]] if changed is not None else None)
+                      or _odd_by_sizes(own, world)):
         first = own[min(checked)]
         what = (f"its model differs from the other ranks' (DDP's parameter check at construction: "
                 f"{first.events[0].text[:160]})")
-        if world == 2 and changed is not None and odd == [changed[0]]:
+        if changed is not None and odd == [changed[0]]:
             what = (f"its model differs from the other rank's, and its own start-up line says it overrode a setting: "
                     f"\"{changed[1][:160]}\" (DDP's parameter check at construction: {first.events[0].text[:120]})")
     else:

@@ -132,6 +132,9 @@ def _exit_is_consequence(code: int | None, sig: str | None, job_timed_out: bool)
 _ECHO_WORDS = re.compile(_CONSEQUENCE.pattern.replace("|[Tt]imed out|[Tt]imeout", ""))
 
 
+#: What a shell's report of a pid says of its rank (failures and orphans replace it once a line ties the pid to one).
+PID_UNNAMED = "; which rank it does not say"
+
 #: A print that says the rank stops on what it found ("ERROR: ...", "FATAL: ...").
 _STOPS = re.compile(r"\[?(?:ERROR|CRITICAL|FATAL)\]?:? ")
 
@@ -313,7 +316,7 @@ def _classify_exit(ev: Event, job_timed_out: bool) -> tuple[str, str] | None:
         signum = int_in(get("signum"))
         what, sig = (get("what"), get("sig")) if signum is None else (f"terminated by signal {signum}", _signal_of(-signum))
         pid = f"; pid {get('pid')}" if get("pid") is not None else ""
-        return "exit", f"{what} ({sig}{pid}, as the shell that started it reports; which rank it does not say)"
+        return "exit", f"{what} ({sig}{pid}, as the shell that started it reports{PID_UNNAMED})"
     if k == "ray_worker_died":
         how = str(get("exit_type") or "").strip()
         return "exit", f"its worker process died (Ray{': ' + how if how else ''}; which one Ray's line does not say)"

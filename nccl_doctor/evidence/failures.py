@@ -21,7 +21,7 @@ from ..model import JobModel
 from ..model.links import stream_console
 from .accused import accused_failures
 from .alike import everyones, mesh_never_formed, without_common_complaints
-from .causes import _PEER_GONE, _REPORTS, CAUSE_KINDS, NETWORK_KINDS, classify
+from .causes import _PEER_GONE, _REPORTS, CAUSE_KINDS, NETWORK_KINDS, PID_UNNAMED, classify
 from .dumps import dump_facts
 from .exits import (
     echo_only,
@@ -275,7 +275,7 @@ def failures(job: JobModel) -> list[Failure]:
                 ("proc", id(st), ev.host, ev.pid, stream_console(ev.file) if st is None else None)
             f = merged.get(key)
             if f is None:
-                said = what.replace("; which rank it does not say", f"; rank {rank}'s own line names that pid") \
+                said = what.replace(PID_UNNAMED, f"; rank {rank}'s own line names that pid") \
                     if rank is not None and ev.kind == "shell_job_died" else what  # (pids.self_pid_rank)
                 merged[key] = Failure(rank=rank, state=rst, host=host, category=cat, what=said, events=[ev])
                 continue

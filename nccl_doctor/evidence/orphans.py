@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from ..model import JobModel
 from ..model.links import stream_console
+from .causes import PID_UNNAMED
 from .facts import first_ts, int_in
 from .pids import started_rank
 
@@ -69,7 +70,7 @@ def name_the_erring_child(job: JobModel, out: list[Failure], echo_ranks: set[int
             # whose exit status that line may report too: bash's word says which signal it was
             rank = int_in(named.get("who", named.get("who2")))
             f.rank, f.state = rank, job.known_ranks().get(rank)
-            f.what = f.what.replace("; which rank it does not say", f"; the job script's own line gives that pid to rank {rank}")
+            f.what = f.what.replace(PID_UNNAMED, f"; the job script's own line gives that pid to rank {rank}")
             if named.kind == "worker_started":  # (an exit report of that rank is its own failure: merged with this)
                 f.events = [*f.events, named]
             continue

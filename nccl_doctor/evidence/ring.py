@@ -60,6 +60,7 @@ def ring_pair(job: JobModel) -> tuple[int, int] | None:
     return a, (a + step) % world
 
 
+@_per_job
 def ring_deviation(job: JobModel) -> Deviation | None:
     ring = ring_pair(job)
     if ring is None:
