@@ -39,7 +39,7 @@ def fix_years(events: list[Event], years: dict | None = None, scans: list | None
 #: ... Timed out waiting 20000ms", "ERROR:root:rank 1: ..."): launchers leave such records whole for the log_error
 #: patterns, so a record another pattern reads (the timeout or lost peer it quotes) takes the rank from here.
 _ERROR_RECORD_RANK = re.compile(r"\[?(?:ERROR|CRITICAL|FATAL)\]?(?::[\w.<>-]{1,64}:|[ |:-]{1,8})"
-                                r"(?:[\w.<>-]{1,64}(?::| -| \|) {1,2})?\[?(?:RANK|[Rr]ank)[ =:_-]?(\d{1,7})\b")
+                                r"(?:[\w.<>-]{1,64}(?::| -| \|) {1,2})?\[?(?:[A-Za-z][\w.-]{0,252}/)?(?:RANK|[Rr]ank)[ =:_-]?(\d{1,7})\b")
 
 
 @lru_cache(maxsize=1)

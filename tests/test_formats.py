@@ -57,6 +57,15 @@ def test_counter_sample_does_not_give_kind(pattern, line):
     assert got is None or got[0] != pattern.kind, f"{line!r} gave {got}"
 
 
+def test_a_local_rank_of_the_nodes_count_is_no_rank_of_the_world():
+    # t386: "local rank 0 of 1, world size 4" on the second node of 3 + 1 ranks (its global rank is 3)
+    kind, fields = FORMATS.match("[2026-11-29 07:01:17,657] [INFO] [node31/rank3] worker starting: local rank 0 of 1, "
+                                 "world size 4")
+    assert kind == "rank_world" and fields.get("world_size") == 4 and "rank" not in fields
+    got = FORMATS.match("Local rank 2 of 4 ready")
+    assert got is None or "rank" not in got[1]
+
+
 # ---- (2), (3) every pattern is well formed ------------------------------------------------------
 
 

@@ -294,6 +294,17 @@ KNOWN_WRONG = {
                                           "collective, so rank 0 was the one elsewhere; but the same evidence with the "
                                           "other rank in the gradient all_reduce (t309_skip_r0) means the aborted rank "
                                           "strayed: only the function's name tells the two apart",
+    "t82_oldrev_n1_2x2_flat_redirect": "trn-c-12's two ranks run an older checkout ('code rev 3f9c2e1 (2026-09-14)', "
+                                       "'6792 parameters' against trn-c-11's 2632): gloo aborts rank 1 on a size "
+                                       "mismatch from rank 2, rank 3 loses its peer and rank 2 is SIGTERMed by its "
+                                       "agent; two nodes of two ranks each state their own rev, so nothing counts one "
+                                       "side odd but the older date (right until session 21 only because rank 2's "
+                                       "SIGTERM was not tied to it and it read as silent)",
+    "t387_specials_r0_w2_logrank_split": "of two ranks, DDP's parameter check raises on rank 1 only ('params[1] in this "
+                                         "process with sizes [1000, 128]' against rank 0's, the reference): the check "
+                                         "cannot say which side is odd; only rank 0's own lines do ('added 4 special "
+                                         "tokens' after writing a 1000-entry vocabulary, then 'vocab 1004' against rank "
+                                         "1's 'vocab 1000', console.err:11-14), which no reading compares (as t370)",
     "t370_labelmap_r0_w2_2n_logdir": "of two ranks, DDP's parameter check raises on rank 1 only (its params[39] [4, 32] "
                                      "against rank 0's, the reference): the check cannot say which side is odd; only "
                                      "rank 0's own start-up lines ('label map: 5 labels' against '4 classes in data', "
