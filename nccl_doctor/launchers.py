@@ -31,7 +31,7 @@ _NOT_HOSTS = {"INFO", "WARNING", "ERROR", "DEBUG", "CRITICAL", "srun", "slurmste
 _COLLECTORS = frozenset({"k8s_timestamp", "kubectl_prefix", "ansi_remnant", "stern_pod", "journald", "compose_service",
                          "bracket_iso_time", "loki_labels", "shell_time", "shell_datetime", "bracket_node"})
 _DIGITS = re.compile(r"\d+")
-_COORD = re.compile(r"[a-z]{2}[=:]\d{1,5}")
+_COORD = re.compile(r"[a-z]{2}[=: ]\d{1,5}")  # ("pp 1/2": index and size, the size left out)
 #: A Loki stream label ('pod="job-3-worker-0"'), and the labels that name a line's node, in order.
 _LABEL = re.compile(r'(\w{1,64})="([^"\n]{0,253})"')
 _NODE_LABELS = ("pod", "pod_name", "k8s_pod_name", "host", "hostname", "instance", "node_name", "node")
@@ -208,7 +208,7 @@ class LauncherStripper:
         if g.get("ip"):
             fields.setdefault("ip", g["ip"])
         if g.get("coords"):  # a place in the parallel groups ("tp=1 dp=0"), sorted: "dp=0 tp=1" (model/links reads it)
-            fields.setdefault("coords", " ".join(sorted(c.replace(":", "=") for c in _COORD.findall(g["coords"].lower()))))
+            fields.setdefault("coords", " ".join(sorted(c[:2] + "=" + c[3:] for c in _COORD.findall(g["coords"].lower()))))
         if g.get("labels"):  # Loki's stream labels: the pod, else the host, is the line's node
             labels = dict(_LABEL.findall(g["labels"]))
             node = next((labels[k] for k in _NODE_LABELS if labels.get(k)), None)

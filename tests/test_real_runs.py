@@ -267,11 +267,6 @@ KNOWN_WRONG = {
                                        "line 324; only the groups the start-up lines print and the group each call "
                                        "site uses (its source line: group=groups[\"dp\"]) single rank 1 out, and the "
                                        "scan keeps neither; as t283_skip_dp",
-    "t321_barrier_cache_r1_w2_ddp_norank_redirect": "two ranks at two sites: rank 0 in DDP's backward (:227), rank 1 "
-                                                    "in a barrier in look_after_cache (:169); its rankless 'prefetch "
-                                                    "cache ... waiting for the other workers before evicting' says "
-                                                    "it branched, but no rank tag ties the line to rank 1: the "
-                                                    "two-rank mirror (skip or extra) stays open",
     "t321_rs_pad_r1_w4_explicit_logging_silent_tee": "gloo aborts rank 1 in reduce_scatter ('504 vs 440': it "
                                                      "expected less than its ring predecessor sent); a short buffer "
                                                      "on rank 1 or a long one on rank 0 read alike, and nothing logs "
@@ -300,6 +295,23 @@ KNOWN_WRONG = {
                                        "agent; two nodes of two ranks each state their own rev, so nothing counts one "
                                        "side odd but the older date (right until session 21 only because rank 2's "
                                        "SIGTERM was not tied to it and it read as silent)",
+    "t393_flatgrad_r0_w2_silent_printrank_allreduce_detail_logdir": "TORCH_DISTRIBUTED_DEBUG=DETAIL: both ranks' "
+                                                                    "fingerprints at SequenceNumber 51 differ "
+                                                                    "(rank 0 ALLREDUCE [34628], rank 1 [51524], "
+                                                                    "console.log:27,41) and every rank logged "
+                                                                    "'model ready: 51524 parameters' (:2-3): the "
+                                                                    "buffer short of the model is rank 0's; a "
+                                                                    "shape is not compared with a logged count",
+    "t395_badbcast_r1_w2_print_split": "rank 1, the eval rank, broadcasts a zeroed buffer: rank 0 computes 0/0 and "
+                                       "stops ('Loss is nan, stopping training', console.err:7) while rank 1 logged "
+                                       "its own finite val_loss 1.0445 (console.out:33); rank 0's val_loss had always "
+                                       "been rank 1's value (:18-19): an expert's inference from values, not read",
+    "t395_skipmetric_r2_w4_lognorank_redirect": "as t383_skipmetric: gloo aborts rank 1 in the one-float metrics "
+                                                "all_reduce ('11652 vs 4') sent by rank 2, its ring neighbour, "
+                                                "SIGTERMed without a line; rank 0 lost its peer in the metrics "
+                                                "all_reduce (train395.py:273) and a rankless WARNING says a rank skipped "
+                                                "its update: only the function tells it from t309_skip_r0, where the "
+                                                "third rank was in the gradient all_reduce",
     "t387_specials_r0_w2_logrank_split": "of two ranks, DDP's parameter check raises on rank 1 only ('params[1] in this "
                                          "process with sizes [1000, 128]' against rank 0's, the reference): the check "
                                          "cannot say which side is odd; only rank 0's own lines do ('added 4 special "

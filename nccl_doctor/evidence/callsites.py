@@ -122,6 +122,41 @@ def branch_alone(job: JobModel) -> BranchAlone | None:
     return None
 
 
+@dataclass(slots=True, frozen=True)
+class BarrierAlone:
+    rank: int
+    site: str
+    other: int
+    other_site: str
+    events: list[Event]
+
+
+@_per_job
+def barrier_alone(job: JobModel) -> BarrierAlone | None:
+    """Of two ranks waiting at two collectives (two_sites), the one whose traceback stops in ``barrier()`` while the
+    other's goes through no torch.distributed call (DDP's gradient all-reduce under ``loss.backward()``: still in its
+    training step): it left the loop early (its data ran out, it ended its epoch after an error it handled) or took a
+    branch with a barrier the other did not (a save only it was asked for). A rank that skipped a barrier every other
+    rank calls reads the same, and is rarer; not when the rank's last line before it is an action the other rank also
+    logs (both save checkpoints: the other may have skipped its save). Asked only where no last line says more
+    (branch_alone)."""
+    two = two_sites(job)
+    if two is None:
+        return None
+    known = job.known_ranks()
+    (a, site_a), (b, site_b) = two.sides
+    calls = {r: c10d_call(known.get(r)) for r in (a, b)}
+    in_step = {r: not any(e.kind == "torch_c10d_frame" for e in two.events if e.rank == r) for r in (a, b)}
+    for me, mine, other, theirs in ((a, site_a, b, site_b), (b, site_b, a, site_a)):
+        said = _last_said(known.get(me))
+        if said is not None and said.kind == "train_phase" and other in known and any(
+                e.kind == "train_phase" and e.get("phase") == said.get("phase") for e in known[other].events):
+            continue  # (the action before its barrier is one the other rank takes too: the other may have skipped it)
+        if calls[me] == "barrier" and calls[other] is None and in_step[other]:
+            return BarrierAlone(me, mine, other, theirs, two.events)
+    return None
+
+
 def _last_said(st: RankState | None) -> Event | None:
     """A rank's last step or phase line (before the traceback of its wait)."""
     if st is None:

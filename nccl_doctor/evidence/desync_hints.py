@@ -11,7 +11,7 @@ from ..events import Event
 from ..model import JobModel
 from . import facts
 from .behind import stopped_short_of_output
-from .callsites import branch_alone, odd_call_site, two_sites
+from .callsites import barrier_alone, branch_alone, odd_call_site, two_sites
 from .facts import name_ranks
 from .oddsetting import odd_setting
 from .oddwarn import odd_warning, skipped_collective
@@ -175,3 +175,16 @@ def alone_in_a_branch(job: JobModel) -> list[Mismatch]:
                     f"{odd.said.get('phase') or 'phase'} line rank {odd.other} never wrote, while rank {odd.other} had "
                     f"gone on to its next step's collective at {odd.other_site}: a collective in a branch only rank "
                     f"{odd.rank} took (a barrier or an all_reduce inside `if rank == {odd.rank}:`)", odd.events)
+
+
+def alone_in_a_barrier(job: JobModel) -> list[Mismatch]:
+    """Of two ranks at two collectives, the one waiting in a barrier while the other was still in its training step's
+    gradient all-reduce (callsites.barrier_alone)."""
+    odd = barrier_alone(job)
+    if odd is None:
+        return []
+    return one_rank(job, odd.rank, f"rank {odd.rank} waited in a barrier at {odd.site} while rank {odd.other} was still "
+                    f"in its training step's gradient all-reduce (under backward, at {odd.other_site}): rank {odd.rank} "
+                    "left the training loop early (its batches ran out, it ended its epoch after an error it handled) or "
+                    f"took a branch with a barrier rank {odd.other} did not (a rank that skipped a barrier every other "
+                    "rank calls would read the same, and is rarer)", odd.events)

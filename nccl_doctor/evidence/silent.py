@@ -286,6 +286,21 @@ def _node_of_the_missing(job: JobModel) -> str | None:
     return next(iter(others)) if len(others) == 1 and placed and placed <= nodes else None
 
 
+def empty_node(job: JobModel) -> tuple[str, list[int]] | None:
+    """(the node, the ranks of the world no line names) when ranks of the world wrote nothing and the one node whose
+    consoles hold no known rank's lines (``_node_of_the_missing``) left them empty, its agent's lines too: that node
+    went away whole, before it could write (a node killed with its agent)."""
+    world = job.ranks_expected
+    known = set(job.known_ranks())
+    if not world or world > 4096 or len(known) >= world:
+        return None
+    node = _node_of_the_missing(job)
+    files = [f for f in job.files if _stem(f) == node]
+    if node is None or not files or any(job.last_lines.get(f) for f in files):
+        return None
+    return node, sorted(set(range(world)) - known)
+
+
 def _sibling_names(a: str, b: str) -> bool:
     """Two names that differ only in their last word (``gpu-node-a``, ``gpu-node-b``)."""
     pa, pb = re.split(r"[-_]", a), re.split(r"[-_]", b)

@@ -53,7 +53,8 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
         _watchdog_mismatch(job, shown) + _reported_mismatch(job) + _group_creation(job)
     confidence = dumps[0].confidence if dumps else "high"
     # a rank that said it skipped a collective; else, weakest: a rank whose step ran ahead, or that waited elsewhere
-    ahead = hints.skipped(job) or (hints.ran_ahead(job) + hints.odd_site(job)) or hints.alone_in_a_branch(job)
+    ahead = hints.skipped(job) or (hints.ran_ahead(job) + hints.odd_site(job)) or hints.alone_in_a_branch(job) \
+        or hints.alone_in_a_barrier(job)
     if not found and not ahead:  # and weaker: every rank waited in one collective, none missing, one had warned alone
         found = hints.all_waited_after_a_lone_warning(job) or hints.apart(job)
         confidence = "medium" if found else confidence

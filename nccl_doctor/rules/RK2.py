@@ -21,6 +21,7 @@ from ..evidence.nodename import node_name
 from ..evidence.outside import interrupted as _interrupted
 from ..evidence.outside import stopped_from_outside
 from ..evidence.restarts import got_over
+from ..evidence.silent import empty_node
 from ..findings import Finding, Severity
 from ..model import JobModel
 from .base import Rule
@@ -59,6 +60,9 @@ def _unknown_peer(job: JobModel, rule: Rule) -> list[Finding]:
         return [_stopped_node(node, rule)]
     if stopped_from_outside(job) or _interrupted(job):
         return []  # the stop itself took the peers away (a preemption, Ctrl-C): the job's note says so
+    empty = empty_node(job)
+    if empty is not None:
+        return [_empty_node(empty, lost, rule)]
     summary = (f"{plural(len(lost), 'rank')} ({fmt_ranks(e.rank for e in lost)}) lost the connection to a peer, "
                "and no rank in these logs failed on its own: the process that went away left no error here "
                "(its log is not among these, or it exited without a word); nothing here singles it out")
@@ -75,6 +79,17 @@ def _stopped_node(node: facts.StoppedNode, rule: Rule) -> Finding:
     evidence = [r.events[-1] for r in node.states][:3] + [e for end in lost for e in end.events[:1]][:3]
     return rule.finding(summary, confidence="medium", hosts=[node.host], evidence=evidence, blame_hosts=[node.host],
                         first_seen=facts.first_ts(evidence), subject=f"the node {node.host} ({plural(n, 'process')})")
+
+
+def _empty_node(empty: tuple[str, list[int]], lost: list, rule: Rule) -> Finding:
+    host, unseen = empty
+    summary = (f"{plural(len(lost), 'rank')} ({fmt_ranks(e.rank for e in lost)}) lost the connection to a peer, while "
+               f"{'rank' if len(unseen) == 1 else 'ranks'} {fmt_ranks(unseen)} wrote no line here and the console of "
+               f"{host} is empty, its launcher's lines too: that node most likely went away whole (it died, lost power "
+               "or its agent and workers were killed) with the ranks they lost")
+    evidence = [e for end in lost for e in end.events[:1]][:4]
+    return rule.finding(summary, confidence="medium", hosts=[host], evidence=evidence, blame_hosts=[host],
+                        first_seen=facts.first_ts(evidence), subject=f"the node {host}")
 
 
 def _store_node(job: JobModel, node: LostStoreNode, rule: Rule) -> Finding:
