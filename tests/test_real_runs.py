@@ -312,6 +312,14 @@ KNOWN_WRONG = {
                                                 "all_reduce (train395.py:273) and a rankless WARNING says a rank skipped "
                                                 "its update: only the function tells it from t309_skip_r0, where the "
                                                 "third rank was in the gradient all_reduce",
+    "t401_hang_r1_2x1_compose": "two nodes' `docker compose logs` with the same service label ('trainer-1  | ') on "
+                                "both: rank 1's records name their host ('| trn-node-b | rank 1 |', "
+                                "trn-node-b.compose.log:2) but the compose label is taken as the line's host first, "
+                                "so rank 1 is placed with the failure table's one host, trn-node-a",
+    "t401_hang_r3_w4_targz_cut": "a --log-dir tree in a tar.gz cut at 4096 bytes on a full disk: the console "
+                                 "(job-8841.out) lists ranks 0-2 exit 1 and rank 3 SIGTERMed (:25-53); ranks 0 and 2 "
+                                 "time out (attempt_0/{0,2}/stderr.log:13) while rank 3's stderr is empty: only 5 "
+                                 "members are read and the table's SIGTERMed rank is not read as the one they waited for",
     "t387_specials_r0_w2_logrank_split": "of two ranks, DDP's parameter check raises on rank 1 only ('params[1] in this "
                                          "process with sizes [1000, 128]' against rank 0's, the reference): the check "
                                          "cannot say which side is odd; only rank 0's own lines do ('added 4 special "
