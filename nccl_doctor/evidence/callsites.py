@@ -116,7 +116,7 @@ def branch_alone(job: JobModel) -> BranchAlone | None:
         said, their_last = last[me], last[other]
         if said is None or their_last is None or said.kind != "train_phase" or their_last.kind != "train_step":
             continue
-        if any(e.kind == "train_phase" and e.get("phase") == said.get("phase") for e in known[other].events):
+        if _logs_phase(known.get(other), said):
             continue
         return BranchAlone(me, mine, said, other, theirs, [said, *two.events])
     return None
@@ -145,16 +145,20 @@ def barrier_alone(job: JobModel) -> BarrierAlone | None:
         return None
     known = job.known_ranks()
     (a, site_a), (b, site_b) = two.sides
+    # (no torch.distributed call in the other's traceback: DDP's all-reduce under backward)
     calls = {r: c10d_call(known.get(r)) for r in (a, b)}
-    in_step = {r: not any(e.kind == "torch_c10d_frame" for e in two.events if e.rank == r) for r in (a, b)}
     for me, mine, other, theirs in ((a, site_a, b, site_b), (b, site_b, a, site_a)):
         said = _last_said(known.get(me))
-        if said is not None and said.kind == "train_phase" and other in known and any(
-                e.kind == "train_phase" and e.get("phase") == said.get("phase") for e in known[other].events):
+        if said is not None and said.kind == "train_phase" and _logs_phase(known.get(other), said):
             continue  # (the action before its barrier is one the other rank takes too: the other may have skipped it)
-        if calls[me] == "barrier" and calls[other] is None and in_step[other]:
+        if calls[me] == "barrier" and calls[other] is None:
             return BarrierAlone(me, mine, other, theirs, two.events)
     return None
+
+
+def _logs_phase(st: RankState | None, said: Event) -> bool:
+    """Whether this rank logged, anywhere in the run, a line of the phase ``said`` starts or ends."""
+    return st is not None and any(e.kind == "train_phase" and e.get("phase") == said.get("phase") for e in st.events)
 
 
 def _last_said(st: RankState | None) -> Event | None:

@@ -295,8 +295,10 @@ def empty_node(job: JobModel) -> tuple[str, list[int]] | None:
     if not world or world > 4096 or len(known) >= world:
         return None
     node = _node_of_the_missing(job)
+    if node is None:
+        return None
     files = [f for f in job.files if _stem(f) == node]
-    if node is None or not files or any(job.last_lines.get(f) for f in files):
+    if not files or any(job.last_lines.get(f) for f in files):
         return None
     return node, sorted(set(range(world)) - known)
 
