@@ -13,6 +13,7 @@ reason; a truncated or corrupt archive keeps the members read before the damage.
 from __future__ import annotations
 
 import atexit
+import io
 import os
 import shutil
 import tarfile
@@ -65,7 +66,7 @@ def unpack(path: str, size: int, mtime_ns: int, keep, shown: str | None = None,
     skipped: list[Skipped] = []
     total = 0
     try:
-        for n, (name, msize, regular, opener) in enumerate(_members(path)):
+        for n, (name, msize, regular, opener, salvage) in enumerate(_members(path)):
             member_shown = f"{shown}!/{name.lstrip('/')}"
             if n >= MAX_MEMBERS:
                 skipped.append(Skipped(shown, f"archive has more than {MAX_MEMBERS} members: the rest not read"))
@@ -91,8 +92,16 @@ def unpack(path: str, size: int, mtime_ns: int, keep, shown: str | None = None,
             if src is None:
                 continue
             dest = os.path.join(_tmpdir(), f"{len(_UNPACKED):05d}-{depth}-{n:06d}" + (_suffix(name) if inner else ""))
-            with src, open(dest, "wb") as out:
-                shutil.copyfileobj(src, out, _COPY_CHUNK)
+            try:
+                with src, open(dest, "wb") as out:
+                    shutil.copyfileobj(src, out, _COPY_CHUNK)
+            except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError, ValueError):
+                # the archive ends inside this member (a copy cut short by a full disk): keep what it still holds
+                got = _salvaged(salvage, dest, msize) if salvage is not None and not inner else 0
+                if got:
+                    files.append(InputFile(member_shown, dest, got,
+                                           f"cut short: the archive ends inside it ({got:,} of {msize:,} bytes)"))
+                raise
             total += msize
             if inner:  # (a node's tar.gz inside the job's zip: its members, named under both)
                 got, why_not = unpack(dest, msize, 0, keep, member_shown, depth + 1)
@@ -114,17 +123,72 @@ def _suffix(name: str) -> str:
     return next((sfx for sfx in sorted(ARCHIVE_SUFFIXES, key=len, reverse=True) if low.endswith(sfx)), "")
 
 
-def _members(path: str) -> Iterator[tuple[str, int, bool | None, Callable[[], BinaryIO | None]]]:
-    """(name, size, regular file: True, a link or device: False, a folder: None, how to open it) of each
-    member, in archive order: a zip's from its directory, a tar's as the stream goes (a compressed tar
-    can only be read from the start)."""
+def _members(path: str) -> Iterator[tuple[str, int, bool | None, Callable[[], BinaryIO | None],
+                                        Callable[[], BinaryIO] | None]]:
+    """(name, size, regular file: True, a link or device: False, a folder: None, how to open it, how to read what a
+    damaged archive still holds of it) of each member, in archive order: a zip's from its directory, a tar's as the
+    stream goes (a compressed tar can only be read from the start). A compressed tar that ends early (cut short, or
+    damaged) yields every member whole before the damage, then raises."""
     if zipfile.is_zipfile(path):
         with zipfile.ZipFile(path) as z:
             for info in z.infolist():
                 yield info.filename, info.file_size, None if info.is_dir() else True, \
-                    (lambda info=info: z.open(info))
+                    (lambda info=info: z.open(info)), None
         return
-    with open_binary(path) as fp, tarfile.open(fileobj=fp, mode="r|") as tar:
-        for member in tar:
-            yield member.name, member.size, None if member.isdir() else member.isreg(), \
-                (lambda member=member: tar.extractfile(member))
+    with open_binary(path) as raw:
+        fp = _UntilDamage(raw)
+        with tarfile.open(fileobj=fp, mode="r|") as tar:  # type: ignore[call-overload]
+            for member in tar:
+                yield member.name, member.size, None if member.isdir() else member.isreg(), \
+                    (lambda member=member: tar.extractfile(member)), \
+                    (lambda start=member.offset_data, size=member.size: _member_bytes(path, start, size))
+        if fp.damage is not None:
+            raise fp.damage
+
+
+class _UntilDamage:
+    """A decompressor's stream read in pieces, that gives every byte decoded before a damage (a gzip cut short
+    loses its last block otherwise: a buffered read drops what it had gathered when the decoder fails), then
+    ends; ``damage`` says why it ended."""
+
+    def __init__(self, fp: BinaryIO) -> None:
+        self._fp = fp
+        self._piece = getattr(fp, "read1", None) or fp.read
+        self.damage: Exception | None = None
+
+    def read(self, n: int = -1) -> bytes:
+        parts, got = [], 0
+        while self.damage is None and (n < 0 or got < n):
+            try:
+                piece = self._piece(1 << 16 if n < 0 else min(1 << 16, n - got))
+            except (EOFError, OSError, ValueError) as exc:
+                self.damage = exc
+                break
+            if not piece:
+                break
+            parts.append(piece)
+            got += len(piece)
+        return b"".join(parts)
+
+
+def _member_bytes(path: str, start: int, size: int) -> BinaryIO:
+    """What a damaged archive still holds of the member whose data starts at ``start``: read again from the
+    start (a compressed stream cannot seek), up to the damage."""
+    raw = open_binary(path)
+    fp = _UntilDamage(raw)
+    while start > 0 and (skip := fp.read(min(start, _COPY_CHUNK))):
+        start -= len(skip)
+    data = fp.read(size) if start == 0 else b""
+    raw.close()
+    return io.BytesIO(data)
+
+
+def _salvaged(salvage: Callable[[], BinaryIO], dest: str, most: int) -> int:
+    """Write what is left of a member into ``dest``; the number of bytes (at most ``most``)."""
+    try:
+        data = salvage().read(most)
+    except (EOFError, OSError, ValueError):
+        return 0
+    with open(dest, "wb") as out:
+        out.write(data)
+    return len(data)

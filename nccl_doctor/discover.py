@@ -34,6 +34,9 @@ class InputFile:
     path: str
     real: str
     size: int
+    #: why only part of it could be had (an archive that ends inside it): its lines stop at the cut, not where
+    #: their writer stopped
+    cut: str | None = None
 
 
 class InputError(Exception):

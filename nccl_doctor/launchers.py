@@ -193,7 +193,13 @@ class LauncherStripper:
             if g.get(key) is not None:
                 fields["local_rank"] = int(g[key])
         if g.get("host") or g.get("host_b"):  # (host_b: another spelling's host in one prefix, "[dgx-b07:rank0]")
-            fields.setdefault("host", g.get("host") or g["host_b"])
+            if _names_itself(lc, g, fields):
+                # A record that names its host beside its rank or pid is the writer's own word on its node
+                # (socket.gethostname()); a collector's label before it ("trainer-1  | ", the same
+                # container name on every node's compose console) only says who relayed the line.
+                fields["host"] = g.get("host") or g["host_b"]
+            else:
+                fields.setdefault("host", g.get("host") or g["host_b"])
         if g.get("pod"):
             fields.setdefault("pod", g["pod"])
         if g.get("pid") or g.get("pid_b"):
@@ -218,6 +224,16 @@ class LauncherStripper:
             r = _RAY_RANK.search(g.get("actor") or "")
             if r:
                 fields["rank"] = int(r.group(1))
+
+
+def _names_itself(lc: Launcher, g: dict, fields: dict) -> bool:
+    """Whether a record's own prefix (not a collector's) names the writer's host together with its rank or pid,
+    where the host so far is only a collector's label (every prefix before it a collector's)."""
+    if lc.name in _COLLECTORS or "host" not in fields:
+        return False
+    if all(g.get(k) is None for k in ("rank", "rank_kv", "rank_sp", "rank_nc", "pid", "pid_b")):
+        return False
+    return all(name in _COLLECTORS for name in fields["launchers"][:-1])
 
 
 def detect_modes(sample_lines: list[str], launchers: tuple[Launcher, ...] | None = None) -> frozenset[str]:

@@ -103,6 +103,8 @@ class Scanner:
         finally:
             if f.real != "-":
                 fp.close()
+        if f.cut and not out.issue:
+            out.issue = f.cut
         return out
 
     def _scan_stream(self, fp, out: FileScan, documents: Callable[[bytes], bool] | None = None) -> None:

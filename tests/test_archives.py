@@ -133,3 +133,30 @@ def test_a_nodes_tar_gz_inside_the_jobs_zip_is_read_as_its_folder(tmp_path):
     assert sorted(f.path for f in files) == [f"{bundle}!/dgx-a02/console.log",
                                              f"{bundle}!/dgx-a02/logs.tar.gz!/logs/attempt_0/1/stderr.log"]
     assert not skipped
+
+
+def test_a_bundle_cut_inside_a_member_keeps_every_whole_member_and_that_members_start(tmp_path):
+    # A copy cut short by a full disk ends inside a member: the members before it are read whole (a buffered
+    # read of the decompressor used to drop the last block it had gathered, and with it the members in that
+    # block), and the member it ends inside is kept as far as it goes, reported as partly read.
+    texts = {f"rank{r}.log": "".join(f"[rank{r}]: step {s} loss 0.{s:04d}\n" for s in range(80)).encode()
+             for r in range(3)}
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in texts.items():
+            _member(tar, name, data)
+    raw = buf.getvalue()
+    start = raw.index(texts["rank2.log"])  # (where the last member's data begins in the tar stream)
+    packed = gzip.compress(raw, compresslevel=0)  # stored blocks: the stream's bytes in order, after a header
+    header = len(gzip.compress(b"", compresslevel=0)) - 8 - 5  # (gzip header; 5 bytes before each stored block)
+    cut = tmp_path / "run.tar.gz"
+    cut.write_bytes(packed[: header + 5 + start + 1000])
+    files, skipped = discover([str(cut)])
+    got = {f.path.rsplit("!/", 1)[-1]: Path(f.real).read_bytes() for f in files}
+    assert got["rank0.log"] == texts["rank0.log"] and got["rank1.log"] == texts["rank1.log"]
+    assert got["rank2.log"] == texts["rank2.log"][:1000]
+    assert {f.path.rsplit("!/", 1)[-1]: f.cut for f in files}["rank2.log"].startswith("cut short")
+    assert any(s.path == str(cut) and "truncated or corrupt" in s.reason for s in skipped)
+    report = analyze([str(cut)]).to_dict()
+    partly = [s for s in report["inputs"]["skipped"] if s["path"].endswith("!/rank2.log")]
+    assert partly and "cut short: the archive ends inside it (1,000 of" in partly[0]["reason"]

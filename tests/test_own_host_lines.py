@@ -39,3 +39,28 @@ def test_a_script_s_print_tag_is_no_host_when_its_start_up_line_names_host_and_p
     report = analyze([str(RUNS / "t316_hang_r1_n2_allreduce_split")], jobs=1)
     assert report.verdict["ranks"] == [1] and report.verdict["hosts"] == ["gpu-worker-2"]
     assert sorted(report.job.hosts) == ["gpu-worker-1", "gpu-worker-2"]
+
+
+def test_a_record_s_own_host_column_is_its_host_under_a_compose_label():
+    # trn-node-b.compose.log:2 "trainer-1  | 2026-11-29 08:35:54,069 | trn-node-b | rank 1 | INFO | ...": the same
+    # "trainer-1" label is on trn-node-a's console; rank 1 hung on trn-node-b (t401's injected fault)
+    report = analyze([str(RUNS / "t401_hang_r1_2x1_compose")], jobs=1)
+    assert report.verdict["ranks"] == [1] and report.verdict["hosts"] == ["trn-node-b"]
+
+
+def test_per_node_extracts_named_after_their_node_give_their_ranks_host():
+    # dgx-a08.errors.txt (grep -n of that node's console) holds rank 1's traceback and its torchrun's
+    # ChildFailedError, dgx-a07.errors.txt rank 0's and its own; no line names a host
+    report = analyze([str(RUNS / "t407_raise_r1_2x1_grepn")], jobs=1)
+    assert report.verdict["ranks"] == [1] and report.verdict["hosts"] == ["dgx-a08"]
+
+
+def test_consoles_named_after_the_job_or_its_attempts_are_no_hosts(tmp_path):
+    # two consoles of one node, each with its own torchrun's lines: "train-7730.log", "train-7731.log" name runs
+    table = ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+             "Root Cause (first observed failure):\n[0]:\n  time      : 2026-11-29_08:29:47\n  host      : localhost\n"
+             "  rank      : {r} (local_rank: {r})\n  exitcode  : 1 (pid: 1{r}00)\n  error_file: <N/A>\n")
+    for run, r in (("7730", 0), ("7731", 1)):
+        (tmp_path / f"train-{run}.log").write_text(f"[rank{r}]: RuntimeError: boom {run}\n" + table.format(r=r))
+    report = analyze([str(tmp_path)], jobs=1)
+    assert not {"train-7730", "train-7731"} & set(report.job.hosts)

@@ -27,10 +27,6 @@ KNOWN_WRONG = {
                                   "in backward; every last step is 11 and no step line is dated: nothing shows a stall",
     "t45_spin_r1_w4_ctrlc_rank_redirect": "rank 1's KeyboardInterrupt is in its spinning loader while its TP partner waits "
                                           "in the TP all_reduce; the same snapshot as a healthy preemption's, no dated step",
-    "t46_grep_cut_hang_r2_w4_console": "grep -B2 -A20 | cut -c1-120: the cut timeouts ('Timed out wai') are read, but "
-                                       "torchrun's table rows behind grep's 'NNN-' prefixes are not joined, so a timed-out "
-                                       "rank's exit 1 of no known rank outweighs rank 2's silence (its step 18 is its last "
-                                       "line while the others time out)",
     "t46_grep_rn_kill_r3_w4_folder": "six grep -rn lines: torchrun's 'failed (exitcode: -9) local_rank: 3 (pid: 25659)' and "
                                      "the table's SIGKILL line of that pid; one node's console, so local rank 3 is rank 3",
     "t43_ds_ckptsleep_r0_w3_timeout_redirect": "every rank's last step is 10; rank 0's last line is 'publishing checkpoint "
@@ -312,14 +308,32 @@ KNOWN_WRONG = {
                                                 "all_reduce (train395.py:273) and a rankless WARNING says a rank skipped "
                                                 "its update: only the function tells it from t309_skip_r0, where the "
                                                 "third rank was in the gradient all_reduce",
-    "t401_hang_r1_2x1_compose": "two nodes' `docker compose logs` with the same service label ('trainer-1  | ') on "
-                                "both: rank 1's records name their host ('| trn-node-b | rank 1 |', "
-                                "trn-node-b.compose.log:2) but the compose label is taken as the line's host first, "
-                                "so rank 1 is placed with the failure table's one host, trn-node-a",
-    "t401_hang_r3_w4_targz_cut": "a --log-dir tree in a tar.gz cut at 4096 bytes on a full disk: the console "
-                                 "(job-8841.out) lists ranks 0-2 exit 1 and rank 3 SIGTERMed (:25-53); ranks 0 and 2 "
-                                 "time out (attempt_0/{0,2}/stderr.log:13) while rank 3's stderr is empty: only 5 "
-                                 "members are read and the table's SIGTERMed rank is not read as the one they waited for",
+    "t417_bcast_r1_w4_says_jsonplain_allreduce_redirect": "rank 1 broadcast from src 2 (its rankless JSON WARNING "
+                                                          "'taking the topic weights from rank 2', console.log:13); "
+                                                          "rank 2 alone went on to the all_reduce (:36) while 0, 1, 3 "
+                                                          "timed out in the broadcast: the one rank at another "
+                                                          "collective is the victim, and nothing names rank 1 "
+                                                          "(no_culprit), yet RK3/DSY1 name rank 2",
+    "t413_badstop_r1_w4_logrank_redirect": "the eval rank 1 logged 'patience 3/3 left, continuing' (console.log:66) "
+                                           "yet ranks 0, 2, 3 stopped 'signalled by the eval rank 1' (:68-74) and "
+                                           "exited 0; rank 1 then lost its peers: its broadcast contradicts its own "
+                                           "decision, a reading of values (as t395_badbcast)",
+    "t413_skipmetric_r1_w3_lognorank_split": "as t383/t395_skipmetric: gloo aborted rank 0 in the 4-byte metrics "
+                                             "all_reduce (console.err:1-2), rank 2 died in the same call (:9-16); "
+                                             "rank 1, SIGTERMed with no traceback, is the one not in it, and the "
+                                             "rankless 'metrics for step 22 skipped' (console.out:35) is its skip",
+    "t407_hang_r0_w3_cut": "a console copied onto a full disk, cut at 4096 bytes mid-line (train-7731.log:54; "
+                           "job-7731.out:2 'No space left on device'): the step lines carry no rank, rank 2 timed "
+                           "out (:39-51) and rank 1's traceback begins (:52) before the cut; that rank 0 wrote no "
+                           "error is not in what is left (the helper's own advice: no_culprit could be argued)",
+    "t409_wrongsize_r0_pp4_2n_none_logdir": "4 pipeline stages: gloo aborted rank 1 on '4608 vs 4096' "
+                                            "(gpu-p4-11.log:21); only the pipeline's order tells that stage 1 was "
+                                            "receiving stage 0's activations (rank 0's and rank 2's recvs both fail "
+                                            "as it dies): DSY1 names no rank",
+    "t411_bcast_r2_w4_says_logrank_ddp_split": "the job exited 0: rank 2 broadcast from another src ('using class "
+                                               "weights from rank 3', console.out:26) and gloo never noticed; no "
+                                               "failure shows in the logs (the helper's advice: healthy, or not a "
+                                               "case)",
     "t387_specials_r0_w2_logrank_split": "of two ranks, DDP's parameter check raises on rank 1 only ('params[1] in this "
                                          "process with sizes [1000, 128]' against rank 0's, the reference): the check "
                                          "cannot say which side is odd; only rank 0's own lines do ('added 4 special "

@@ -173,9 +173,11 @@ def classify(ev: Event, job_timed_out: bool, rank_timed_out: bool) -> tuple[str,
             # queue): gloo's lost peers are RuntimeErrors, never this type
             return "exception", (f"BrokenPipeError: {msg}: a pipe it wrote to was closed (the reader of its "
                                  "output, or a queue's other end, went away)")[:200]
-        if etype == "ConnectionResetError":  # Python's own socket error in the script's code (a storage or
-            # service fetch, a helper process): torch's lost peers are RuntimeErrors (gloo) or DistNetworkErrors
-            return "exception", f"ConnectionResetError: {msg}"[:200]
+        if etype == "ConnectionResetError" or (etype == "TimeoutError" and msg.startswith("[Errno ")):
+            # Python's own socket error in the script's code (a storage or service fetch, a helper process; an OS
+            # timeout, "[Errno 110] Connection timed out"): torch's lost peers and collective timeouts are
+            # RuntimeErrors (gloo), DistNetworkErrors or DistBackendErrors
+            return "exception", f"{etype}: {msg}"[:200]
         if _CONSEQUENCE.search(msg) and not _cuda_text(msg) and not _own_timeout(etype, msg):
             return None
         cat = "oom" if "OutOfMemory" in etype or "out of memory" in msg else \

@@ -1,6 +1,7 @@
 """What singles out the rank that deviated when the ranks' own lines only say a desync happened (DSY1's medium-
 confidence readings, strongest first as DSY1 tries them): a rank that said it skipped a collective, one whose step ran
-ahead or that waited at another line of the script, gloo's ring neighbour that logged its deviation, gloo's lone
+ahead or that waited at another line of the script, gloo's aborted rank on the node whose unlabelled console says a
+rank there skipped a collective, gloo's ring neighbour that logged its deviation, gloo's lone
 aborted rank the others left behind, an uneven epoch, a lone warning or setting, an all_gather's short receiver, and
 last every rank waiting after one lone warning. Each names one rank with its own words as evidence; DSY1 says the
 others only tell that a desync happened."""
@@ -14,7 +15,7 @@ from .behind import stopped_short_of_output
 from .callsites import barrier_alone, branch_alone, odd_call_site, two_sites
 from .facts import name_ranks
 from .oddsetting import odd_setting
-from .oddwarn import odd_warning, skipped_collective
+from .oddwarn import odd_warning, skipped_batch, skipped_collective, unnamed_skip
 from .ring import ring_deviation, short_receiver
 from .statements import TRANSPORT_MISMATCH, lone_abort, mismatch_reports
 from .steps import step_outlier, uneven_epoch
@@ -71,6 +72,33 @@ def skipped(job: JobModel) -> list[Mismatch]:
     return one_rank(job, odd.rank, f"rank {odd.rank} alone said it skipped a collective: \"{text}\"; from then on its "
                 "collectives were out of step with its peers', and the mismatch the job ended in is that skip's",
                 [odd.event])
+
+
+def skipped_on_its_node(job: JobModel) -> list[Mismatch]:
+    """gloo's lone aborted rank, on the node whose console (no rank on its lines) says a rank skipped a collective
+    (evidence.oddwarn.unnamed_skip): the aborted receiver was in the smaller collective, where the skip led."""
+    a = lone_abort(job)
+    ev = unnamed_skip(job, a)
+    if ev is None or a is None:
+        return []
+    torn, _ = mismatch_reports(job)
+    return one_rank(job, a, f"gloo aborted rank {a} on more data than its collective expected "
+                f"(\"{TRANSPORT_MISMATCH.search(torn[0].text).group(0)}\"): it was in a smaller collective than its "
+                f"peer, and its node's console says a rank there skipped one: \"{_quoted(ev)}\"; the rank that "
+                f"skipped the larger collective went on into the smaller one, so rank {a} is the one that skipped",
+                [ev, torn[0]])
+
+
+def skipped_a_batch(job: JobModel) -> list[Mismatch]:
+    """Ranks left at two sites (``odd_site``), and the one rank that said it skipped a whole batch
+    (evidence.oddwarn.skipped_batch): its collectives ran one ahead from then on, and the rank left alone at
+    another collective is where that showed, not who caused it."""
+    odd = skipped_batch(job) if odd_call_site(job) is not None else None
+    if odd is None:
+        return []
+    return one_rank(job, odd.rank, f"rank {odd.rank} alone said it skipped a batch: \"{_quoted(odd.event)}\"; from "
+                "then on its collectives ran one ahead of its peers', and the rank left waiting at another collective "
+                "than the others is where that showed", [odd.event])
 
 
 def ring(job: JobModel) -> list[Mismatch]:

@@ -37,7 +37,7 @@ from .nodename import node_name
 from .pids import fail_ranks, state_for_pid, table_rank
 from .recovery import clean_restart
 from .sites import script_site
-from .statements import aborted_in_tables, mismatch_reports
+from .statements import aborted_in_tables, lone_abort, mismatch_reports
 from .stopraised import _OWN, after_signal, stop_words, terminated
 from .storeloss import waits_ended, without_late_store_losses
 from .teardown import harmless
@@ -130,9 +130,18 @@ def launcher_kills(job: JobModel) -> dict[int, list[Event]]:
                                  or int_in(ev.get("pid")) in forced_kills(job, ev.file)):
             out.setdefault(rank, []).append(ev)
     unknown: dict[str, list[Event]] = {}  # file -> the stops of pids no line or table row names
+    # A worker the agent sent SIGTERM to while it was already failing (its timeout raised in the same poll) ends
+    # with its own status in the table (1, not -15): the stop did not end it, its own error did. Only where its
+    # own lines are not there to tell (none, or a file cut short): a handler of the signal (Lightning's) exits 1 too.
+    own_exit = {(ev.file, int_in(ev.get("pid"))) for ev in job.by_kind("elastic_cfe")
+                if 0 < (int_in(ev.get("exitcode")) or 0) < 128 and "TERM" not in str(ev.get("sig") or "")}
+    known = job.known_ranks()
     for ev in job.by_kind("elastic_sigterm"):
         st = state_for_pid(job, ev.get("pid"), ev.host, ev.file)
         rank = st.rank if st is not None else table_rank(job, ev.file, int_in(ev.get("pid")))
+        own = st if st is not None else known.get(rank) if rank is not None else None
+        if (ev.file, int_in(ev.get("pid"))) in own_exit and (own is None or (own.files and set(own.files) <= job.cut)):
+            continue
         if rank is not None:  # (a process whose lines name no pid: the failure table's row of that pid)
             out.setdefault(rank, []).append(ev)
         else:
@@ -189,6 +198,11 @@ def quiet_odd_ones(job: JobModel) -> tuple[list[Ending], str]:
         return [], ""
     if not timed and _aborted_receivers(job, quiet):
         return [], ""  # gloo aborted them on another collective's data: the desync (DSY1) says why
+    if not timed and (a := lone_abort(job)) is not None and a not in {e.rank for e in quiet} \
+            and all(e.peer_gone for e in waited if e.rank != a):
+        # the peer they lost is the rank gloo aborted on a size mismatch (DSY1 says why); a rank with no error of
+        # its own then was stopped with the job (its agent gone), not the one that went away
+        return [], ""
     seen = ("timed out waiting" if timed == len(waited) else "lost the connection to a peer" if timed == 0
             else "timed out waiting or lost the connection to a peer")
     return quiet, f"{plural(len(waited), 'rank')} ({fmt_ranks(e.rank for e in waited)}) {seen}"

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from ..events import Event
 from ..model import JobModel
-from .facts import _per_job
+from .facts import _per_job, file_host
 from .launcher_facts import error_signature
 
 _WARNS = ("log_warning", "log_carry_on", "numeric_warning", "shape_note", "dtype_note")
@@ -77,6 +77,12 @@ _COLLECTIVE = re.compile(r"\b(?:all[-_ ]?reduce|allreduce|all[-_ ]?gather|allgat
                          r"|(?:optimi[sz]er|training|train) step|(?:parameter |weight )?update)\b")
 
 
+#: A whole step skipped, the word right after the skip ("skipping batch at step 14: truncated record", "skipped this
+#: iteration"): its forward, backward and every collective of it (not "skipped 3 samples while building batch 12",
+#: nor AMP's "loss scale overflow, skipping step": the optimizer step alone, its gradients all-reduced as ever).
+_SKIPPED_STEP = re.compile(r"\b(?:[Ss]kip(?:ping|ped|s)?|SKIP(?:PING|PED)?) (?:the |this |that )?(?:batch|iteration)\b")
+
+
 @_per_job
 def skipped_collective(job: JobModel) -> OddWarning | None:
     """The one rank whose own warning says it skipped a collective ("grad norm is nan, skipping gradient all-reduce
@@ -95,3 +101,44 @@ def skipped_collective(job: JobModel) -> OddWarning | None:
         return None
     rank, ev = next(iter(said.items()))
     return OddWarning(rank, ev, _recent(next(st for st in ranks if st.rank == rank).events, ev))
+
+
+#: The large collective of a step, whose skip leads into a smaller one: the gradients' sync (a skipped metric or a
+#: barrier leads into a larger one instead: then the skipping rank sent, and gloo aborted its peer).
+_LARGE = re.compile(r"\b(?:grad(?:ient)?s?|DP|data[- ]parallel) (?:sync|all[-_ ]?reduce)|\b(?:optimi[sz]er|training|train) step\b"
+                    r"|\b(?:parameter|weight) update\b")
+
+
+@_per_job
+def skipped_batch(job: JobModel) -> OddWarning | None:
+    """The one rank whose own warning says it skipped a whole batch (``_SKIPPED_STEP``); no other rank said so. A
+    hint only where ranks are seen at two collectives (desync_hints.skipped_a_batch): a loop may skip a bad batch
+    and fetch another for the same step."""
+    said: dict[int, Event] = {}
+    for st in job.ranks:
+        if st.rank is not None:
+            for e in st.events:
+                if e.kind in _WARNS and _SKIPPED_STEP.search(e.text):
+                    said.setdefault(st.rank, e)
+    if len(said) != 1:
+        return None
+    rank, ev = next(iter(said.items()))
+    return OddWarning(rank, ev, True)
+
+
+def unnamed_skip(job: JobModel, aborted: int | None) -> Event | None:
+    """A warning that its writer skipped a collective ("overflow in local gradients, skipping the gradient
+    all-reduce"), in a node's console whose lines name no rank, where gloo aborted one rank of that node on a size
+    mismatch. gloo aborts the receiver of more data than its collective posted, so that rank was in the smaller
+    collective; the rank that skipped the large one (a gradient sync, ``_LARGE``) went on into a smaller one: that is
+    the aborted rank. Only when no rank's own lines say they skipped one, and every such warning is on that node."""
+    if aborted is None or skipped_collective(job) is not None:
+        return None
+    host = job.rank_hosts.get(aborted)
+    if host is None:
+        return None
+    found = [e for e in job.events if e.kind in _WARNS and e.rank is None and (m := _SKIPPED.search(e.text)) is not None
+             and _LARGE.search(e.text, m.end()) and (job.index.get(id(e)) is None or job.index[id(e)].rank is None)]
+    if not found or {file_host(job, e.file) for e in found} != {host}:
+        return None
+    return found[-1]

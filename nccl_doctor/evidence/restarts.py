@@ -111,8 +111,10 @@ def segment_restarts(job: JobModel) -> Restarts:
                 started = gen  # the first line of torchrun's attempt_<k> log folder
             if ev.kind == "elastic_failed":
                 agent_failed = True
-            elif ev.kind in HOST_BLOCK_KINDS:
-                agent_failed = False  # another host's block (dshbak, pssh -i): its workers, not a new attempt
+            elif ev.kind in HOST_BLOCK_KINDS or ev.kind == "file_header":
+                # another host's block (dshbak, pssh -i), another file's lines under head's or tail's "==> path <==":
+                # its workers, not a new attempt
+                agent_failed = False
             elif agent_failed and started is None and ev.kind in _WORKER_START and ev.get("listed") is None:
                 # torchrun logs "will restart worker group" at INFO only: the workers writing again
                 # after the agent reported one failed is the restart (the table ends the last attempt).

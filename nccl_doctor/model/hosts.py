@@ -3,6 +3,7 @@ NCCL's line prefixes and torchrun's failure tables, one name per node."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from typing import TYPE_CHECKING
 
@@ -50,6 +51,7 @@ def name_hosts(ranks: list[RankState], events: list[Event], world: int | None = 
     for r in ranks:
         if r.host is None and r.rank is not None and r.rank in table_hosts:
             r.host = table_hosts[r.rank]
+    _consoles_named_by_host(ranks, events)
     # Slurm's lines place each task on its node; when the tasks seen are the ranks of the world (one
     # srun task a rank, or one torchrun a node running one rank), a rank no line places is on its task's.
     if world and set(tasks) == set(range(world)):
@@ -132,3 +134,47 @@ def labels_that_are_no_host(procs: list[Proc]) -> None:
 
 #: The kinds of a process's own statement of its host.
 _NAMES_OWN_HOST = frozenset(("rank_world", "self_pid"))
+
+
+#: A file's name before its first dot that may be a node's name ("dgx-a08.errors.txt", "gpu-node-3.log").
+_HOSTLIKE = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,62}")
+_AGENT_EXC = "ChildFailedError"
+#: Words that name a job's output, an attempt or a process, not a node ("train-7731.log", "console-2.out", "rank-3").
+_NOT_A_NODE = re.compile(r"(?i)rank|task|proc|console|train|job|run|output|log|slurm|std|attempt|err|out|result|"
+                         r"debug|trace|dump|test|nccl|torch|worker_?\d*$")
+
+
+def _consoles_named_by_host(ranks: list[RankState], events: list[Event]) -> None:
+    """Per-node consoles named after their node ("dgx-a07.errors.txt", "dgx-a08.errors.txt": a grep of each node's
+    output, whose lines name no host): two or more files, each with its own launcher agent's lines (torchrun's
+    messages or its ChildFailedError), named alike but for their numbers or last letter, none of them a rank's name.
+    A rank whose lines are all in one of them, and that no line places on a host, is on the node of its file's name.
+    Not when any rank's own lines name a host: then the names are not the hosts."""
+    if any(r.host and r.host not in LOOPBACK for r in ranks):
+        return
+    agent_files = {e.file for e in events if e.kind.startswith("elastic_") or e.get("by_agent")
+                   or (e.kind == "python_exception" and str(e.get("exc_type") or "").endswith(_AGENT_EXC))}
+    if len(agent_files) < 2:
+        return
+    nodes = {_stem(f) for f in agent_files}  # (a node's .out and .err: one name)
+    if len(nodes) < 2 or not all(_HOSTLIKE.fullmatch(n) and re.search(r"\d|-", n)
+                                                 and not _NOT_A_NODE.search(n) for n in nodes):
+        return
+    if len({re.sub(r"(?<=[-_])[A-Za-z]$", "L", re.sub(r"\d+", "N", n)) for n in nodes}) != 1:
+        return
+    held: dict[str, set[int]] = defaultdict(set)  # (one node's console holds its own ranks only)
+    for r in ranks:
+        for f in r.files:
+            if r.rank is not None and _stem(f) in nodes:
+                held[_stem(f)].add(r.rank)
+    if sum(map(len, held.values())) != len(set().union(*held.values())):
+        return
+    for r in ranks:
+        names = {_stem(f) for f in r.files}
+        if r.rank is not None and (r.host is None or r.host in LOOPBACK) and len(names) == 1 and names <= nodes:
+            r.host = next(iter(names))
+
+
+def _stem(path: str) -> str:
+    """A file's name before its first dot."""
+    return path.replace("\\", "/").rsplit("/", 1)[-1].split(".", 1)[0]

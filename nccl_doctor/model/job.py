@@ -122,6 +122,8 @@ class JobModel:
     #: file -> its number of lines, for files read in the other order than their lines run (newest
     #: first: see model.order); emptied once their events carry the file's own line numbers.
     flipped: dict[str, int | list[int]] = field(default_factory=dict)
+    #: files read only in part (cut short, an archive that ends inside them): their last lines are no writer's last
+    cut: frozenset[str] = frozenset()
 
     def place(self, ev: Event | LastLine) -> str:
         """``file:line`` of an event as the file numbers its lines (what evidence quotes)."""
@@ -243,6 +245,7 @@ def build_job(events: list[Event], scans: list) -> JobModel:
     hosts, table_hosts = name_hosts(ranks, events, world, {s.path for s in scans if "compose_service" in getattr(s, "modes", ())})
     job = JobModel(ranks=ranks, events=sorted(events, key=by_place), ranks_expected=world,
                    hosts=hosts, rank_hosts={**table_hosts, **{r.rank: r.host for r in ranks if r.rank is not None and r.host}}, files=[s.path for s in scans], last_lines=last_by_file,
+                   cut=frozenset(s.path for s in scans if getattr(s, "issue", None)),
                    quiet={s.path: s.quiet for s in scans if getattr(s, "quiet", None)},
                    startup={s.path: s.startup for s in scans if getattr(s, "startup", None)},
                    last_before={s.path: s.last_before for s in scans if getattr(s, "last_before", None)})

@@ -208,8 +208,8 @@ def _last_rerun(events: list) -> int:
             tables.append((e.line, rows, len(agents) == 1))
             rows = set()
     # A file of per-host blocks (pdsh's output sorted by dshbak, pssh -i): a block after the table's is
-    # another host's output, never a later run.
-    blocks = [e.line for e in events if e.kind in HOST_BLOCK_KINDS]
+    # another host's output, never a later run; so is another file's under head's or tail's "==> path <==".
+    blocks = [e.line for e in events if e.kind in HOST_BLOCK_KINDS or e.kind == "file_header"]
     cut = 0
     for last, ranks, one_agent in tables:
         end = min((b for b in blocks if b > last), default=None)

@@ -53,13 +53,13 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
         _watchdog_mismatch(job, shown) + _reported_mismatch(job) + _group_creation(job)
     confidence = dumps[0].confidence if dumps else "high"
     # a rank that said it skipped a collective; else, weakest: a rank whose step ran ahead, or that waited elsewhere
-    ahead = hints.skipped(job) or (hints.ran_ahead(job) + hints.odd_site(job)) or hints.alone_in_a_branch(job) \
-        or hints.alone_in_a_barrier(job)
+    ahead = hints.skipped(job) or hints.skipped_a_batch(job) or (hints.ran_ahead(job) + hints.odd_site(job)) \
+        or hints.alone_in_a_branch(job) or hints.alone_in_a_barrier(job)
     if not found and not ahead:  # and weaker: every rank waited in one collective, none missing, one had warned alone
         found = hints.all_waited_after_a_lone_warning(job) or hints.apart(job)
         confidence = "medium" if found else confidence
     if not ahead and found and not any(m[4] for m in found):  # of gloo's two ranks, the one that logged its deviation
-        ahead = hints.ring(job)
+        ahead = hints.skipped_on_its_node(job) or hints.ring(job)
     if not ahead and found and not any(m[4] for m in found):  # or gloo's lone aborted rank, which the others left behind
         ahead = hints.left_behind(job)
     if not ahead and found:  # a desync is seen: a rank whose epoch has another length than the others' ran it
