@@ -243,6 +243,8 @@ KINDS: dict[str, str] = {
     "elastic_cfe": "root_cause (bool), idx, time, host, rank, local_rank, exitcode, pid, sig, error_file, traceback: "
     "one ChildFailedError entry",
     "elastic_attempt": "attempt, local_rank: reply file / log paths with 'attempt_N/<local_rank>/'",
+    "torchrun_command": "node_rank, nproc: a node's echoed 'torchrun --nnodes N --nproc-per-node P --node-rank K' (fixed "
+    "node count): its agent's local rank L is global rank K * P + L",
     "elastic_launch_config": "max_restarts, nproc_per_node, min_nodes, max_nodes: 'Starting elastic_operator with launch configs'",
     "spawn_sigterm": "pid, sig: torch.multiprocessing.spawn's 'Terminating process 1234 via signal SIGTERM' (the "
                      "processes still running when one failed)",

@@ -322,6 +322,10 @@ KNOWN_WRONG = {
                                              "all_reduce (console.err:1-2), rank 2 died in the same call (:9-16); "
                                              "rank 1, SIGTERMed with no traceback, is the one not in it, and the "
                                              "rankless 'metrics for step 22 skipped' (console.out:35) is its skip",
+    "t419_badorder_r2_w4_logrank_logdir": "rank 2, the data rank, broadcast epoch 1's order shifted by one: it says "
+                                          "it drew positions 0...1279 (console.log:41) while ranks 0, 1, 3 say they "
+                                          "received 1...1280 from it (:36, :39, :44); rank 1's IndexError on 1280 "
+                                          "(:75) is the echo, a reading of values (as t395_badbcast)",
     "t407_hang_r0_w3_cut": "a console copied onto a full disk, cut at 4096 bytes mid-line (train-7731.log:54; "
                            "job-7731.out:2 'No space left on device'): the step lines carry no rank, rank 2 timed "
                            "out (:39-51) and rank 1's traceback begins (:52) before the cut; that rank 0 wrote no "

@@ -295,7 +295,8 @@ def failures(job: JobModel) -> list[Failure]:
         # no launcher reported a failed exit): the job ran on; it is no failure of the job's
         out = [f for f in out if not all(e.kind == "log_error" for e in f.events) and not ran_past(job, f)]
     if not any(not f.exit_only for f in out):
-        out += _lone_timeout(job) or headless_tracebacks(job)
+        # (a traceback cut short in a job whose ranks waited out a timeout is likelier one more timeout than a cause)
+        out += _lone_timeout(job) or ([] if job_timed_out else headless_tracebacks(job))
     out += _signalled_agents(job, out)
     for pb in unreachable(job):  # a node's agent that could not reach the rendezvous endpoint
         out.append(Failure(rank=None, state=None, host=(pb.hosts or [None])[0], category="launcher", what=pb.what,

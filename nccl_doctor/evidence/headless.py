@@ -4,36 +4,47 @@ A console copied onto a full disk, a `head -c` of it, a journal export cut at a 
 middle of the one traceback that says what went wrong. The frames are there ("[rank0]: Traceback ...",
 "File train.py, line 228, in main / loss = F.mse_loss(model(x), y)"), the exception line is not. When nothing else
 in the job is a failure of its own (the others only lost that rank afterwards), that rank raised first: its own
-error, whose words were cut off. Only one such traceback in the job, running to the very end of its file."""
+error, whose words were cut off. Only one such traceback in the job, running to the very end of its file, and not
+where ranks timed out waiting (failures.py: there a cut traceback is likelier one more timeout: t418's head -c)."""
 
 from __future__ import annotations
 
-from ..model import JobModel
-from .facts import _per_job, owner
+from ..events import Event
+from ..model import JobModel, RankState
+from .facts import _per_job
 from .failure_record import Failure
 
 #: What may follow a traceback's start in the rank's own lines until the file ends: its frames.
 _FRAMES = frozenset(("traceback_start", "py_frame", "py_script_frame", "py_signal_frame"))
 
 
-@_per_job
-def headless_tracebacks(job: JobModel) -> list[Failure]:
-    found = []
-    for ev in job.by_kind("traceback_start"):
-        st = owner(job, ev)
-        if ev.get("by_agent") or st is None or st.rank is None:
+def cut_traceback(job: JobModel, st: RankState) -> tuple[Event, list[Event]] | None:
+    """(its traceback's first line, its script frames) when the rank's own lines end in a traceback that runs to the
+    end of its file: the file was cut inside it (a rank raising something is not a rank gone silent)."""
+    if st.rank is None:
+        return None
+    for ev in reversed(st.events):
+        if ev.kind != "traceback_start":
             continue
+        if ev.get("by_agent"):
+            return None
         ends = job.last_lines.get(ev.file) or {}
         last, mine = ends.get(None), ends.get(("rank", st.rank))
         if last is None or mine is None or last.line <= ev.line or mine.line != last.line:
-            continue  # the file goes on after it, with another writer's lines
+            return None  # the file goes on after it, with another writer's lines
         after = [e for e in st.events if e.file == ev.file and e.line > ev.line]
         if any(e.kind not in _FRAMES for e in after):
-            continue  # its exception line (or anything else of its own) came after: a whole traceback
-        found.append((ev, st, [e for e in after if e.kind == "py_script_frame"]))
+            return None  # its exception line (or anything else of its own) came after: a whole traceback
+        return ev, [e for e in after if e.kind == "py_script_frame"]
+    return None
+
+
+@_per_job
+def headless_tracebacks(job: JobModel) -> list[Failure]:
+    found = [(st, cut) for st in job.ranks if (cut := cut_traceback(job, st)) is not None]
     if len(found) != 1:
         return []
-    ev, st, frames = found[0]
+    st, (ev, frames) = found[0]
     where = f", raised under {frames[-1].get('func')}() at line {frames[-1].get('srcline')} of its script" \
         if frames else ""
     return [Failure(rank=st.rank, state=st, host=st.host or job.rank_hosts.get(st.rank), category="exception",

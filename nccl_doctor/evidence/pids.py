@@ -93,6 +93,9 @@ def fail_ranks(job: JobModel, ev: Event) -> list[int | None]:
             return [said]  # (a kernel's, a timer's or a shell's report of a pid only the rank's own line names)
         if ev.kind == "elastic_failed" and (ev.file, int_in(ev.get("pid"))) in _table_ranks(job):
             return [_table_ranks(job)[(ev.file, int_in(ev.get("pid")))]]
+        if ev.kind == "elastic_failed" and int_in(ev.get("local_rank")) is not None \
+                and (base := _agent_base(job, ev.file)) is not None:
+            return [base + int_in(ev.get("local_rank"))]  # the node's echoed torchrun command places its workers
         if ev.kind == "elastic_failed" and int_in(ev.get("local_rank")) is not None and _one_agent_for_all(job):
             return [int_in(ev.get("local_rank"))]  # one agent ran every rank: its local ranks are the ranks
         if ev.kind in ("elastic_failed", "elastic_cfe") and global_rank(job, ev) is None:
@@ -122,6 +125,17 @@ def _unseen_rank(job: JobModel) -> tuple[int, set[str | None]] | None:
     missing = [r for r in range(world) if r not in seen]
     hosts = {_short_host(st.host) for st in seen.values()}
     return (missing[0], hosts) if len(missing) == 1 and None not in hosts else None
+
+
+def _agent_base(job: JobModel, file: str) -> int | None:
+    """The first global rank of the node whose console ``file`` is, from its one echoed torchrun command (fixed node
+    count, static ranks: parsers/elastic.toml torchrun_command); None without one, or with two (consoles joined)."""
+    cmds = {(int_in(e.get("node_rank")), int_in(e.get("nproc"))) for e in job.by_kind("torchrun_command")
+            if e.file == file}
+    if len(cmds) != 1:
+        return None
+    node, nproc = next(iter(cmds))
+    return node * nproc if node is not None and nproc is not None else None
 
 
 @_per_job

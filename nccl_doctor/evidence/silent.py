@@ -23,6 +23,7 @@ from .endings import Ending, host_of_rank, lost_peer_only, quiet_odd_ones
 from .facts import _per_job, _stem, file_host, int_in, name_ranks, per_rank_layout, pg_label, plural
 from .failures import failures, job_failed, killed_ranks
 from .hang import silent_hang
+from .headless import cut_traceback
 from .named import named_silent
 from .nodename import node_name
 from .progress import PHASE_WORDS, phase_of
@@ -340,8 +341,8 @@ def _silent_in_timeouts(job: JobModel, add: Callable[[Suspect], None], quiet: Ca
         last = st.last_line
         if first is not None and last is not None and last.ts is not None and last.ts >= first:
             continue  # it was still writing when the others timed out
-        if st.files and set(st.files) <= job.cut:
-            continue  # its lines stop where its file was cut short: the edge of what was handed over
+        if (st.files and set(st.files) <= job.cut) or cut_traceback(job, st) is not None:
+            continue  # its lines stop where its file was cut short (inside a traceback): the edge of what was handed over
         # Its own file, a stream whose every line names its rank, or a host whose other ranks' timeouts
         # are in the logs: then the silence is real, not the edge of an excerpt.
         sure = per_rank or st.rank_source == "launcher" or (st.host is not None and st.host in reporting_hosts)

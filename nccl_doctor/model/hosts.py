@@ -146,32 +146,31 @@ _NOT_A_NODE = re.compile(r"(?i)rank|task|proc|console|train|job|run|output|log|s
 
 def _consoles_named_by_host(ranks: list[RankState], events: list[Event]) -> None:
     """Per-node consoles named after their node ("dgx-a07.errors.txt", "dgx-a08.errors.txt": a grep of each node's
-    output, whose lines name no host): two or more files, each with its own launcher agent's lines (torchrun's
-    messages or its ChildFailedError), named alike but for their numbers or last letter, none of them a rank's name.
-    A rank whose lines are all in one of them, and that no line places on a host, is on the node of its file's name.
-    Not when any rank's own lines name a host: then the names are not the hosts."""
+    output, whose lines name no host): files named alike but for their numbers or last letter, none of them a rank's,
+    a job's or a console's name, two names or more, a launcher agent's lines (torchrun's messages or its
+    ChildFailedError) in at least one, and no rank's lines under two names. A rank whose lines are all under one name,
+    and that no line places on a host, is on the node of that name. Not when any rank's own lines name a host: then
+    the names are not the hosts."""
     if any(r.host and r.host not in LOOPBACK for r in ranks):
         return
-    agent_files = {e.file for e in events if e.kind.startswith("elastic_") or e.get("by_agent")
-                   or (e.kind == "python_exception" and str(e.get("exc_type") or "").endswith(_AGENT_EXC))}
-    if len(agent_files) < 2:
-        return
-    nodes = {_stem(f) for f in agent_files}  # (a node's .out and .err: one name)
-    if len(nodes) < 2 or not all(_HOSTLIKE.fullmatch(n) and re.search(r"\d|-", n)
-                                                 and not _NOT_A_NODE.search(n) for n in nodes):
+    agent = {_stem(e.file) for e in events if e.kind.startswith("elastic_") or e.get("by_agent")
+             or (e.kind == "python_exception" and str(e.get("exc_type") or "").endswith(_AGENT_EXC))}
+    held: dict[str, set[int]] = defaultdict(set)  # name -> the ranks whose lines are under it
+    for r in ranks:
+        for f in r.files:
+            if r.rank is not None:
+                held[_stem(f)].add(r.rank)
+    nodes = set(held) | agent  # (a node's .out and .err: one name)
+    if len(nodes) < 2 or not agent or not all(_HOSTLIKE.fullmatch(n) and re.search(r"\d|-", n)
+                                              and not _NOT_A_NODE.search(n) for n in nodes):
         return
     if len({re.sub(r"(?<=[-_])[A-Za-z]$", "L", re.sub(r"\d+", "N", n)) for n in nodes}) != 1:
         return
-    held: dict[str, set[int]] = defaultdict(set)  # (one node's console holds its own ranks only)
-    for r in ranks:
-        for f in r.files:
-            if r.rank is not None and _stem(f) in nodes:
-                held[_stem(f)].add(r.rank)
     if sum(map(len, held.values())) != len(set().union(*held.values())):
-        return
+        return  # (one node's console holds its own ranks only)
     for r in ranks:
         names = {_stem(f) for f in r.files}
-        if r.rank is not None and (r.host is None or r.host in LOOPBACK) and len(names) == 1 and names <= nodes:
+        if r.rank is not None and (r.host is None or r.host in LOOPBACK) and len(names) == 1:
             r.host = next(iter(names))
 
 
