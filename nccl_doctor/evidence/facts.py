@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 from ..events import Event
 from ..model import JobModel, RankState
+from ..model.hosts import file_stem, name_shape
 
 T = TypeVar("T")
 
@@ -241,14 +242,7 @@ def known_by(job: JobModel, ev: Event) -> float | None:
 VARYING = re.compile(r"0x[0-9a-f]+|\d+")
 
 
-def _stem(path: str) -> str:
-    return path.replace("\\", "/").rsplit("/", 1)[-1].split(".", 1)[0]
-
-
-def _shape(name: str) -> str:
-    """A host name with its numbers, and a last single letter after a separator (``train-a``,
-    ``node_b``), made alike: the siblings of one cluster's naming."""
-    return re.sub(r"(?<=[-_])[A-Za-z]$", "L", re.sub(r"\d+", "N", name))
+_stem, _shape = file_stem, name_shape  # (a file's name before its first dot; a host name's shape: model.hosts)
 
 
 def file_host(job: JobModel, file: str) -> str | None:

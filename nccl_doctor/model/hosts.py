@@ -139,9 +139,22 @@ _NAMES_OWN_HOST = frozenset(("rank_world", "self_pid"))
 #: A file's name before its first dot that may be a node's name ("dgx-a08.errors.txt", "gpu-node-3.log").
 _HOSTLIKE = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,62}")
 _AGENT_EXC = "ChildFailedError"
-#: Words that name a job's output, an attempt or a process, not a node ("train-7731.log", "console-2.out", "rank-3").
-_NOT_A_NODE = re.compile(r"(?i)rank|task|proc|console|train|job|run|output|log|slurm|std|attempt|err|out|result|"
-                         r"debug|trace|dump|test|nccl|torch|worker_?\d*$")
+#: Words that name what a file holds, an attempt, a process or where it was pasted, not a node ("train-7731.log",
+#: "console-2.out", "rank-3", "ticket-3904-paste.txt").
+_NOT_A_NODE = re.compile(r"(?i)^(?:rank|worker|proc|process|local|attempt|stdout|stderr|std|out|err|log|logs|train|"
+                         r"training|console|output|job|run|task|trainer|main|agent|launcher|torchrun|slurm)(?![a-z])"
+                         # anywhere in the name (a pod's "-worker-0" is its node's name, a paste's "-paste" is not)
+                         r"|(?<![a-z])(?:rank|attempt|train|training|console|output|result|debug|trace|dump|test|ticket|"
+                         r"paste|grep|tail|head|copy|extract|logs?|errors?)(?![a-z])")
+#: An issue tracker's key ("MLINFRA-2291.md", a ticket's pasted console): no node's name.
+_TICKET = re.compile(r"^[A-Z][A-Z0-9]{1,9}-\d{1,7}$")
+
+
+def reads_as_node(stem: str) -> bool:
+    """A file's name (before its first dot) that reads as a node's: letters and a number, none of the words a
+    file's contents, a job or a paste are named by (``ib-gpu-103``, ``dgx-a08``; not ``train-7731``, ``rank3``)."""
+    return bool(_HOSTLIKE.fullmatch(stem) and re.search(r"\d", stem) and re.search(r"[A-Za-z]{2}", stem)
+                and not _NOT_A_NODE.search(stem) and not _TICKET.match(stem))
 
 
 def _consoles_named_by_host(ranks: list[RankState], events: list[Event]) -> None:
@@ -153,27 +166,32 @@ def _consoles_named_by_host(ranks: list[RankState], events: list[Event]) -> None
     the names are not the hosts."""
     if any(r.host and r.host not in LOOPBACK for r in ranks):
         return
-    agent = {_stem(e.file) for e in events if e.kind.startswith("elastic_") or e.get("by_agent")
+    agent = {file_stem(e.file) for e in events if e.kind.startswith("elastic_") or e.get("by_agent")
              or (e.kind == "python_exception" and str(e.get("exc_type") or "").endswith(_AGENT_EXC))}
     held: dict[str, set[int]] = defaultdict(set)  # name -> the ranks whose lines are under it
     for r in ranks:
         for f in r.files:
             if r.rank is not None:
-                held[_stem(f)].add(r.rank)
+                held[file_stem(f)].add(r.rank)
     nodes = set(held) | agent  # (a node's .out and .err: one name)
-    if len(nodes) < 2 or not agent or not all(_HOSTLIKE.fullmatch(n) and re.search(r"\d|-", n)
-                                              and not _NOT_A_NODE.search(n) for n in nodes):
+    if len(nodes) < 2 or not agent or not all(reads_as_node(n) for n in nodes):
         return
-    if len({re.sub(r"(?<=[-_])[A-Za-z]$", "L", re.sub(r"\d+", "N", n)) for n in nodes}) != 1:
+    if len({name_shape(n) for n in nodes}) != 1:
         return
     if sum(map(len, held.values())) != len(set().union(*held.values())):
         return  # (one node's console holds its own ranks only)
     for r in ranks:
-        names = {_stem(f) for f in r.files}
+        names = {file_stem(f) for f in r.files}
         if r.rank is not None and (r.host is None or r.host in LOOPBACK) and len(names) == 1:
             r.host = next(iter(names))
 
 
-def _stem(path: str) -> str:
+def file_stem(path: str) -> str:
     """A file's name before its first dot."""
     return path.replace("\\", "/").rsplit("/", 1)[-1].split(".", 1)[0]
+
+
+def name_shape(name: str) -> str:
+    """A host name with its numbers, and a last single letter after a separator (``train-a``, ``node_b``), made
+    alike: the siblings of one cluster's naming."""
+    return re.sub(r"(?<=[-_])[A-Za-z]$", "L", re.sub(r"\d+", "N", name))
