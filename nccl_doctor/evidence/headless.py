@@ -9,11 +9,16 @@ where ranks timed out waiting (failures.py: there a cut traceback is likelier on
 
 from __future__ import annotations
 
+import re
+
 from ..events import Event
 from ..model import JobModel, RankState
 from .facts import _per_job
 from .failure_record import Failure
 
+#: A traceback's last line, the exception ("UserWarning: To get the last learning rate ...", "KeyboardInterrupt"):
+#: a dotted CamelCase name, then ": " or nothing.
+_EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_]\w{0,64}\.){0,8}[A-Z]\w{0,64}(?::\s|:?$)")
 #: What may follow a traceback's start in the rank's own lines until the file ends: its frames.
 _FRAMES = frozenset(("traceback_start", "py_frame", "py_script_frame", "py_signal_frame"))
 
@@ -32,6 +37,8 @@ def cut_traceback(job: JobModel, st: RankState) -> tuple[Event, list[Event]] | N
         last, mine = ends.get(None), ends.get(("rank", st.rank))
         if last is None or mine is None or last.line <= ev.line or mine.line != last.line:
             return None  # the file goes on after it, with another writer's lines
+        if _EXCEPTION_LINE.match(last.text.strip()):
+            return None  # its file ends on the exception line, of a kind not read as an error ("UserWarning: ...")
         after = [e for e in st.events if e.file == ev.file and e.line > ev.line]
         if any(e.kind not in _FRAMES for e in after):
             return None  # its exception line (or anything else of its own) came after: a whole traceback
