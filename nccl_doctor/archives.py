@@ -13,7 +13,6 @@ reason; a truncated or corrupt archive keeps the members read before the damage.
 from __future__ import annotations
 
 import atexit
-import io
 import os
 import shutil
 import tarfile
@@ -97,7 +96,7 @@ def unpack(path: str, size: int, mtime_ns: int, keep, shown: str | None = None,
                     shutil.copyfileobj(src, out, _COPY_CHUNK)
             except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError, ValueError):
                 # the archive ends inside this member (a copy cut short by a full disk): keep what it still holds
-                got = _salvaged(salvage, dest, msize) if salvage is not None and not inner else 0
+                got = _salvaged(salvage, dest) if salvage is not None and not inner else 0
                 if got:
                     files.append(InputFile(member_shown, dest, got,
                                            f"cut short: the archive ends inside it ({got:,} of {msize:,} bytes)"))
@@ -124,7 +123,7 @@ def _suffix(name: str) -> str:
 
 
 def _members(path: str) -> Iterator[tuple[str, int, bool | None, Callable[[], BinaryIO | None],
-                                        Callable[[], BinaryIO] | None]]:
+                                        Callable[[], bytes] | None]]:
     """(name, size, regular file: True, a link or device: False, a folder: None, how to open it, how to read what a
     damaged archive still holds of it) of each member, in archive order: a zip's from its directory, a tar's as the
     stream goes (a compressed tar can only be read from the start). A compressed tar that ends early (cut short, or
@@ -171,22 +170,20 @@ class _UntilDamage:
         return b"".join(parts)
 
 
-def _member_bytes(path: str, start: int, size: int) -> BinaryIO:
-    """What a damaged archive still holds of the member whose data starts at ``start``: read again from the
-    start (a compressed stream cannot seek), up to the damage."""
-    raw = open_binary(path)
-    fp = _UntilDamage(raw)
-    while start > 0 and (skip := fp.read(min(start, _COPY_CHUNK))):
-        start -= len(skip)
-    data = fp.read(size) if start == 0 else b""
-    raw.close()
-    return io.BytesIO(data)
+def _member_bytes(path: str, start: int, size: int) -> bytes:
+    """What a damaged archive still holds of the member whose data starts at ``start`` (at most ``size`` bytes):
+    read again from the start (a compressed stream cannot seek), up to the damage."""
+    with open_binary(path) as raw:
+        fp = _UntilDamage(raw)
+        while start > 0 and (skip := fp.read(min(start, _COPY_CHUNK))):
+            start -= len(skip)
+        return fp.read(size) if start == 0 else b""
 
 
-def _salvaged(salvage: Callable[[], BinaryIO], dest: str, most: int) -> int:
-    """Write what is left of a member into ``dest``; the number of bytes (at most ``most``)."""
+def _salvaged(salvage: Callable[[], bytes], dest: str) -> int:
+    """Write what is left of a member into ``dest``; the number of bytes."""
     try:
-        data = salvage().read(most)
+        data = salvage()
     except (EOFError, OSError, ValueError):
         return 0
     with open(dest, "wb") as out:

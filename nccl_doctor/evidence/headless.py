@@ -26,6 +26,18 @@ _FRAMES = frozenset(("traceback_start", "py_frame", "py_script_frame", "py_signa
 def cut_traceback(job: JobModel, st: RankState) -> tuple[Event, list[Event]] | None:
     """(its traceback's first line, its script frames) when the rank's own lines end in a traceback that runs to the
     end of its file: the file was cut inside it (a rank raising something is not a rank gone silent)."""
+    found = _cut_tracebacks(job).get(id(st))
+    return found[1] if found is not None else None
+
+
+@_per_job
+def _cut_tracebacks(job: JobModel) -> dict[int, tuple[RankState, tuple[Event, list[Event]]]]:
+    """id(rank state) -> (the state, its cut traceback: ``cut_traceback``) for every rank that has one: found once
+    per job, for RK1's failure and for silent.py."""
+    return {id(st): (st, cut) for st in job.ranks if (cut := _cut(job, st)) is not None}
+
+
+def _cut(job: JobModel, st: RankState) -> tuple[Event, list[Event]] | None:
     if st.rank is None:
         return None
     for ev in reversed(st.events):
@@ -48,10 +60,10 @@ def cut_traceback(job: JobModel, st: RankState) -> tuple[Event, list[Event]] | N
 
 @_per_job
 def headless_tracebacks(job: JobModel) -> list[Failure]:
-    found = [(st, cut) for st in job.ranks if (cut := cut_traceback(job, st)) is not None]
+    found = _cut_tracebacks(job)
     if len(found) != 1:
         return []
-    st, (ev, frames) = found[0]
+    st, (ev, frames) = next(iter(found.values()))
     where = f", raised under {frames[-1].get('func')}() at line {frames[-1].get('srcline')} of its script" \
         if frames else ""
     return [Failure(rank=st.rank, state=st, host=st.host or job.rank_hosts.get(st.rank), category="exception",

@@ -137,7 +137,7 @@ def unnamed_skip(job: JobModel, aborted: int | None) -> Event | None:
     host = job.rank_hosts.get(aborted)
     if host is None:
         return None
-    found = [e for e in job.events if e.kind in _WARNS and e.rank is None and (m := _SKIPPED.search(e.text)) is not None
+    found = [e for e in job.by_kind(*_WARNS) if e.rank is None and (m := _SKIPPED.search(e.text)) is not None
              and _LARGE.search(e.text, m.end()) and (job.index.get(id(e)) is None or job.index[id(e)].rank is None)]
     if not found or {file_host(job, e.file) for e in found} != {host}:
         return None

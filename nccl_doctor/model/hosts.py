@@ -166,20 +166,22 @@ def _consoles_named_by_host(ranks: list[RankState], events: list[Event]) -> None
     the names are not the hosts."""
     if any(r.host and r.host not in LOOPBACK for r in ranks):
         return
-    agent = {file_stem(e.file) for e in events if e.kind.startswith("elastic_") or e.get("by_agent")
-             or (e.kind == "python_exception" and str(e.get("exc_type") or "").endswith(_AGENT_EXC))}
     held: dict[str, set[int]] = defaultdict(set)  # name -> the ranks whose lines are under it
     for r in ranks:
         for f in r.files:
             if r.rank is not None:
                 held[file_stem(f)].add(r.rank)
-    nodes = set(held) | agent  # (a node's .out and .err: one name)
-    if len(nodes) < 2 or not agent or not all(reads_as_node(n) for n in nodes):
-        return
-    if len({name_shape(n) for n in nodes}) != 1:
+    # (the names the ranks' files give first: most jobs stop here, before a pass over every event)
+    if not held or not all(reads_as_node(n) for n in held) or len({name_shape(n) for n in held}) != 1:
         return
     if sum(map(len, held.values())) != len(set().union(*held.values())):
         return  # (one node's console holds its own ranks only)
+    agent = {file_stem(e.file) for e in events if e.kind.startswith("elastic_") or e.get("by_agent")
+             or (e.kind == "python_exception" and str(e.get("exc_type") or "").endswith(_AGENT_EXC))}
+    nodes = set(held) | agent  # (a node's .out and .err: one name)
+    if len(nodes) < 2 or not agent or not all(reads_as_node(n) for n in agent - set(held)) \
+            or len({name_shape(n) for n in nodes}) != 1:
+        return
     for r in ranks:
         names = {file_stem(f) for f in r.files}
         if r.rank is not None and (r.host is None or r.host in LOOPBACK) and len(names) == 1:
