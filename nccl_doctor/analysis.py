@@ -253,7 +253,7 @@ def analyze_scans(scans: list[FileScan], skipped: list[Skipped], *, select=None,
     job.live = live
     assign_statuses(job)  # derived evidence: who failed, lagged, went silent or only waited
     findings, notes = rules.run(job, select=select, ignore=ignore, min_severity=min_severity)
-    written = as_written(job.hosts)  # (a node the logs only name fully qualified: as they write it)
+    written = as_written(job.hosts, job.files)  # (a node the logs only name fully qualified: as they write it)
     for f in findings if written else ():
         f.hosts, f.blame_hosts = [written.get(h, h) for h in f.hosts], [written.get(h, h) for h in f.blame_hosts]
     if job.partial_logs:

@@ -33,8 +33,12 @@ def cpu_seconds(fn: Callable[[], Any], repeat: int = 3) -> float:
 def growth(make: Callable[[int], Any], run: Callable[[Any], Any], n: int, repeat: int = 3) -> tuple[float, str]:
     """CPU-time ratio of ``run(make(SCALE * n))`` to ``run(make(n))``, and a message for asserts."""
     small, big = make(n), make(SCALE * n)
-    t_small = cpu_seconds(lambda: run(small), repeat)
-    t_big = cpu_seconds(lambda: run(big), repeat)
+    # Alternated, so both sizes run beside the same neighbours: with all the small runs first and
+    # all the big ones after, a load that came and went skewed the ratio by up to 2x (9 for 16).
+    t_small = t_big = float("inf")
+    for _ in range(repeat):
+        t_small = min(t_small, cpu_seconds(lambda: run(small), 1))
+        t_big = min(t_big, cpu_seconds(lambda: run(big), 1))
     ratio = t_big / max(t_small, FLOOR_S) if t_big > FLOOR_S else 1.0
     return ratio, f"CPU {t_small * 1e3:.1f} ms for n={n}, {t_big * 1e3:.1f} ms for n={SCALE * n} (x{ratio:.1f})"
 

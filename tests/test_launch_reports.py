@@ -90,3 +90,16 @@ def test_a_node_the_logs_only_name_fully_qualified_keeps_its_full_name():
 
     hosts = ["gpu-a100-80gb-04.cluster.internal", "node-7", "node-7.rack-2.dc1", "10.0.3.17", "localhost"]
     assert as_written(hosts) == {"gpu-a100-80gb-04": "gpu-a100-80gb-04.cluster.internal"}
+
+
+def test_a_node_only_its_console_s_name_names_keeps_the_job_s_domain():
+    """t427_nodekill_3p1: the killed node's console, gpu059.cluster.internal.log, is all that names it, beside
+    gpu058.cluster.internal (torchrun's table): shown as its file writes it. A file name with another domain,
+    or words after the dot that are no domain of the job's, is not a host's full name."""
+    from nccl_doctor.model.hosts import as_written
+
+    hosts = ["gpu058.cluster.internal"]
+    files = ["logs/gpu058.cluster.internal.log", "logs/gpu059.cluster.internal.log", "logs/gpu061.errors.txt",
+             "logs/gpu062.example.com.log"]
+    assert as_written(hosts, files) == {"gpu058": "gpu058.cluster.internal", "gpu059": "gpu059.cluster.internal"}
+    assert as_written(["gpu058"], files) == {}

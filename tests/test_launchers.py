@@ -223,3 +223,16 @@ def test_a_shells_date_behind_a_kubelets_stamp_is_detected():
             "  rank      : 1 (local_rank: 1)", "  exitcode  : -9 (pid: 20596)", "  traceback : Signal 9 (SIGKILL) received by PID 20596"]
     lines = [f"2026-11-29T04:49:12.{i:09d}Z [2026-11-29 04:49:12] {r}" for i, r in enumerate(rows * 3)]
     assert "shell_datetime" in detect_modes(lines)
+
+
+def test_a_word_before_the_rank_is_a_host_only_with_its_domain():
+    # "[gpu020.cluster.internal rank 2]" (a node's number and its domain) names the writer's host;
+    # "[trainer-2 rank 4]", "[cpu-d-02 rank 4]" may be a role's name as well as a node's: the tag's, no host.
+    strip = LauncherStripper().strip  # (a record's prefix stripper, not str.strip)
+    fqdn, _ = strip("[2026-11-29 12:51:03,689][INFO][gpu020.cluster.internal rank 2] wafer: shard 2/4")
+    assert (fqdn["rank"], fqdn["host"]) == (2, "gpu020.cluster.internal")
+    for line in ("2026-11-28 01:05:34,378 INFO [trainer-2 rank 4] step 128 loss 0.1787",
+                 "2026-11-28 01:05:34,378 INFO [cpu-d-02 rank 4] step 128 loss 0.1787",
+                 "2026-11-28 01:05:34,378 INFO [train.v2 rank 4] step 128 loss 0.1787"):
+        fields, _ = strip(line)
+        assert fields["rank"] == 4 and "host" not in fields, line

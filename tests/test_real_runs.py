@@ -326,15 +326,6 @@ KNOWN_WRONG = {
                                           "it drew positions 0...1279 (console.log:41) while ranks 0, 1, 3 say they "
                                           "received 1...1280 from it (:36, :39, :44); rank 1's IndexError on 1280 "
                                           "(:75) is the echo, a reading of values (as t395_badbcast)",
-    "t423_wrongsize_r2_pp4_frac_logdir": "4 pipeline stages: gloo aborted rank 2 on '4096 vs 3584' (console.log:36-37; "
-                                         "torchrun's root cause, :107-112) as the last stage sent it a gradient "
-                                         "shaped like its own receive buffer: rank 2's activations were a position "
-                                         "short; DSY1 takes the p2p sender, rank 3, for the odd one (as t409)",
-    "t424_double_r0_w2_silent_logrank_allreduce_detail_redirect": "two ranks, DETAIL: ALLREDUCE [3] at SequenceNumber "
-                                                                  "57 with TensorDtypes=Double on rank 0 and Float "
-                                                                  "on rank 1 (console.log:29, :41); only 'float64 "
-                                                                  "is not torch's default' tells the odd one, 1 "
-                                                                  "against 1",
     "t424_regions_r0_w2_says_printplain_allreduce_tee": "two ranks: rank 0 logs 7 region counts where the config "
                                                         "and every earlier step say 8 (console.log:9, :1), and gloo "
                                                         "aborts it at once ('16 vs 8', :10-11; torchrun's root "
@@ -348,10 +339,6 @@ KNOWN_WRONG = {
                                    "(ml-p1.grep.txt:1-4), rank 2 on ml-p2 (ml-p2.grep.txt:1-2); that each node ran "
                                    "two ranks, so the world is 4 and rank 3 is the one that never reported, is an "
                                    "inference from the layout: no kept line states the world size",
-    "t407_hang_r0_w3_cut": "a console copied onto a full disk, cut at 4096 bytes mid-line (train-7731.log:54; "
-                           "job-7731.out:2 'No space left on device'): the step lines carry no rank, rank 2 timed "
-                           "out (:39-51) and rank 1's traceback begins (:52) before the cut; that rank 0 wrote no "
-                           "error is not in what is left (the helper's own advice: no_culprit could be argued)",
     "t409_wrongsize_r0_pp4_2n_none_logdir": "4 pipeline stages: gloo aborted rank 1 on '4608 vs 4096' "
                                             "(gpu-p4-11.log:21); only the pipeline's order tells that stage 1 was "
                                             "receiving stage 0's activations (rank 0's and rank 2's recvs both fail "

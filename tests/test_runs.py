@@ -119,3 +119,23 @@ def test_workers_own_files_that_stop_before_their_consoles_table_are_the_same_ru
     (tmp_path / "console.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
     report = analyze([str(tmp_path)], jobs=1)
     assert not any("more than one run" in n for n in report.notes)
+
+
+def test_a_node_whose_report_came_seconds_after_the_others_is_the_same_run(tmp_path):
+    # t429_kill9_r2_n2_rankfilter_files: the ranks' own dated files (15:10:00-15:10:05), node-b's console with
+    # rank 2's SIGKILL in its table (15:10:06), node-a's with its ranks' lost peers and its table 11 s later.
+    # node-a's console holds a run's end only (tracebacks, its agent's report): no rerun of the dated run.
+    (tmp_path / "logs").mkdir()
+    for r in range(4):
+        (tmp_path / f"logs/train_rank{r}.log").write_text(
+            f"2026-11-28 15:10:00,1{r}0 INFO [rank {r}] step 5/50 loss 0.67\n"
+            f"2026-11-28 15:10:05,4{r}0 INFO [rank {r}] step 25/50 loss 0.65\n", encoding="utf-8")
+    node_b = ["[rank3]: " + _LOST.format(port=81)]
+    node_b += failure_table([(2, -9, "SIGKILL"), (3, -15, "SIGTERM")], hms="15:10:06", when="2026-11-28_15:10:06")
+    node_a = _raise(0, _LOST.format(port=82)) + _raise(1, _LOST.format(port=83))
+    node_a += failure_table([(1, 1, ""), (0, 1, "")], hms="15:10:17", when="2026-11-28_15:10:17")
+    (tmp_path / "node-b.log").write_text("\n".join(node_b) + "\n", encoding="utf-8")
+    (tmp_path / "node-a.log").write_text("\n".join(node_a) + "\n", encoding="utf-8")
+    report = analyze([str(tmp_path)], jobs=1)
+    assert not any("more than one run" in n for n in report.notes)
+    assert (report.verdict or {}).get("ranks") == [2]

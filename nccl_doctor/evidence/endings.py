@@ -33,6 +33,7 @@ from .causes import (
 from .exits import forced_kills
 from .facts import _per_job, file_host, fmt_ranks, global_rank, int_in, plural, record_text
 from .failures import failures
+from .headless import cut_traceback
 from .nodename import node_name
 from .pids import fail_ranks, state_for_pid, table_rank
 from .recovery import clean_restart
@@ -53,7 +54,7 @@ ODD_SHARE = 4
 class Ending:
     rank: int
     state: RankState | None
-    how: str  # cause | timeout | echo | story | killed | none
+    how: str  # cause | timeout | echo | story | killed | cut | none
     events: list[Event] = field(default_factory=list)
     peer_gone: bool = False  # its echo is a peer that closed the connection
     left: bool = False  # its node's launcher table leaves it out: it had exited with status 0
@@ -102,6 +103,8 @@ def endings(job: JobModel) -> dict[int, Ending]:
             how = "story"  # an error line of another kind (a W&B timeout, an NCCL WARN): its own rule tells
         elif stopped_here:
             how = "killed"
+        elif st is not None and cut_traceback(job, st) is not None:
+            how = "cut"  # it raised, and the copy ends inside its traceback: no rank that stayed quiet (t430's head -c)
         else:
             how = "none"
         gone = how == "echo" and any(_PEER_GONE.search(record_text(e)) for e in own) \

@@ -270,5 +270,40 @@ def ds_spawned(job: JobModel) -> dict[tuple[str, int | None], int]:
 
 
 def table_rank(job: JobModel, file: str, pid: int | None) -> int | None:
-    """The rank torchrun's failure table in ``file`` gives this pid."""
-    return _table_ranks(job).get((file, pid))
+    """The rank torchrun's failure table in ``file`` gives this pid; with no table (a console cut before it), the
+    rank its agent's own lines leave for it (``_agent_left_ranks``)."""
+    rank = _table_ranks(job).get((file, pid))
+    return rank if rank is not None else _agent_left_ranks(job).get((file, pid))
+
+
+@_per_job
+def _agent_left_ranks(job: JobModel) -> dict[tuple[str, int | None], int]:
+    """(file, pid) -> global rank of the one worker of a node's agent that nothing else places. The node's echoed
+    torchrun command gives its first rank and its P workers; the agent names P pids in all ("failed ...
+    local_rank: 0 (pid: 24729)", "Sending process 24730 closing signal SIGTERM"), and every one but one is
+    placed (by its local rank there, or by its rank's own lines): the last pid is the last local rank
+    (t430_hang_r3_2x2_headc: head -c cut the table away; rank 3 hung and said nothing)."""
+    out: dict[tuple[str, int | None], int] = {}
+    files = {e.file for e in job.by_kind("elastic_sigterm")}
+    for file in files:
+        base = _agent_base(job, file)
+        nproc = next((int_in(e.get("nproc")) for e in job.by_kind("torchrun_command") if e.file == file), None)
+        if base is None or not nproc:
+            continue
+        agent = [e for e in job.by_kind("elastic_failed", "elastic_sigterm") if e.file == file]
+        pids = {int_in(e.get("pid")) for e in agent} - {None}
+        if len(pids) != nproc:
+            continue
+        placed: dict[int, int] = {}  # pid -> local rank
+        for e in agent:
+            pid, local = int_in(e.get("pid")), int_in(e.get("local_rank"))
+            if pid is not None and local is not None:
+                placed[pid] = local
+            elif pid is not None and (st := state_for_pid(job, pid, None, file)) is not None \
+                    and st.rank is not None and base <= st.rank < base + nproc:
+                placed[pid] = st.rank - base
+        left = pids - set(placed)
+        free = set(range(nproc)) - set(placed.values())
+        if len(left) == 1 and len(free) == 1 and len(set(placed.values())) == len(placed):
+            out[(file, next(iter(left)))] = base + next(iter(free))
+    return out

@@ -63,17 +63,26 @@ def name_hosts(ranks: list[RankState], events: list[Event], world: int | None = 
 
 
 
-def as_written(hosts: list[str]) -> dict[str, str]:
+def as_written(hosts: list[str], files: list[str] = ()) -> dict[str, str]:
     """short name -> the one full name the logs write for a node whose short name they never write.
 
     A finding's hosts are cut at the first dot, as NCCL prints them, so that torchrun's FQDN and
     NCCL's short name are one node (rules.base.short_host); a node the logs only ever name fully
-    qualified (``gpu-a100-80gb-04.cluster.internal`` in every line) is shown as they write it."""
+    qualified (``gpu-a100-80gb-04.cluster.internal`` in every line) is shown as they write it. So is a
+    node only its console's name names (``gpu059.cluster.internal.log``: the job's other nodes are
+    ``*.cluster.internal``), whose name the evidence reads before the first dot, as any file's."""
     full: dict[str, set[str]] = defaultdict(set)
     for h in hosts:
         if "." in h and ":" not in h and not h.replace(".", "").isdigit():
             full[h.split(".", 1)[0]].add(h)
     plain = {h for h in hosts if "." not in h}
+    domains = {h.split(".", 1)[1] for fs in full.values() for h in fs}
+    for f in files if domains else ():
+        name = f.replace("\\", "/").rsplit("/", 1)[-1]
+        stem, _, rest = name.partition(".")
+        domain = next((d for d in domains if rest.startswith(d + ".") or rest == d), None)
+        if domain and stem not in full and reads_as_node(stem):
+            full[stem].add(f"{stem}.{domain}")
     return {s: next(iter(fs)) for s, fs in full.items() if len(fs) == 1 and s not in plain}
 
 

@@ -19,7 +19,7 @@ from operator import attrgetter
 
 from ..timeparse import _epoch
 from .identity import logdir_slot
-from .job import ERROR_KINDS
+from .job import ERROR_KINDS, TIMEOUT_KINDS
 from .relays import HOST_BLOCK_KINDS
 
 #: A date and time in a file's name or folder: 20261127-155405, 2026-11-27_15-54-05, 20261127T155405.
@@ -53,6 +53,16 @@ def name_time(path: str) -> float | None:
 def _has_table(scan) -> bool:
     """The file holds a launcher's failure table (C-level: most files hold none)."""
     return "elastic_cfe" in set(map(_KIND, scan.events))
+
+
+#: What a run's end alone holds: its errors and timeouts, their tracebacks, its launcher's report.
+_END_KINDS = ERROR_KINDS | TIMEOUT_KINDS | {"traceback_start", "py_script_frame", "py_lib_frame", "py_signal_frame",
+                                             "torch_c10d_frame"}
+
+
+def _only_an_end(run: _Span) -> bool:
+    """Every line read in the run's files is of its end: a failure's tracebacks and its agent's lines."""
+    return all(k in _END_KINDS or k.startswith("elastic_") for s in run.scans for k in set(map(_KIND, s.events)))
 
 
 def _ended(run: _Span) -> bool:
@@ -118,6 +128,11 @@ def split_runs(scans: list) -> tuple[list, list]:
     # (disjoint ranks), reports, workers' own files that stop before their console's table.
     if not latest.ranks or any(not r.ranks or not (r.ranks <= latest.ranks or (
             2 * len(r.ranks & latest.ranks) >= len(r.ranks) and _ended(r))) for r in earlier):
+        return scans, []
+    if _only_an_end(latest) and not all(_only_an_end(r) for r in earlier):
+        # The later "run" is tracebacks and its agent's report only, the earlier one ran: one run whose last
+        # node reported seconds after the others (its ranks waited out a timeout; t429_kill9's hpc-g301 told
+        # its failure table 11 s after hpc-g302's). A rerun shows a run of its own (a banner, steps).
         return scans, []
     dropped = [s for r in earlier for s in r.scans]
     # a file with neither ranks nor times goes with the run whose files share its name (train.attempt1.out

@@ -28,6 +28,7 @@ from ..evidence.ring import ring_pair
 from ..evidence.statements import (
     TRANSPORT_MISMATCH,
     aborted_in_tables,
+    lone_abort,
     mismatch_apart,
     mismatch_reports,
     mismatch_sender,
@@ -174,7 +175,20 @@ def _reported_mismatch(job: JobModel) -> list[Mismatch]:
                     "joined", ranks, [facts.host_of(job, e) for e in strays[:1]], strays[:4], ranks))
     torn, fingerprints = mismatch_reports(job)
     sender = mismatch_sender(job)
-    if torn and sender is not None:
+    back = lone_abort(job) if torn and sender is not None else None
+    if back is not None and sender[0] > back:
+        # Sent back down the pipeline (the sender after the receiver in rank order: a gradient for the activation
+        # the receiver sent forward). What a later stage sends back is shaped like the buffer it received into;
+        # gloo takes a message shorter than the buffer without a word, so a stage that sent too little forward is
+        # only caught here, by its own receive: the receiver's tensor was the odd one (t423_wrongsize).
+        rank, frame = sender
+        st = job.known_ranks().get(back)
+        out.append((f"gloo aborted rank {back} on more data than it posted (\"{TRANSPORT_MISMATCH.search(torn[0].text).group(0)}\") "
+                    f"from rank {rank}, after it in the pipeline, sending back (its traceback stops in {frame.get('op')}): "
+                    f"what a later stage sends back is shaped like the buffer it received into, and gloo takes a message "
+                    f"shorter than the buffer without a word, so rank {back}'s own tensor sent forward was the short one",
+                    [back], [st.host if st is not None else facts.host_of(job, torn[0])], [*torn[:2], frame], [back]))
+    elif torn and sender is not None:
         # Point-to-point: the one rank whose traceback stops in send sent it (see mismatch_sender).
         rank, frame = sender
         who = _receivers(job, torn)
@@ -229,6 +243,9 @@ def _receivers(job: JobModel, torn: list) -> str:
 _FP = re.compile(r"Rank (?P<me>\d{1,7}) is running collective: CollectiveFingerPrint\((?P<mine>[^()]{0,400})"
                  r"[^\n]{0,4000}?, but Rank (?P<other>\d{1,7}) is running collective")
 _FP_FIELD = re.compile(r"(OpType|TensorShape)=(\[[^\]]{0,200}\]|\w{1,40})")
+_FP_DTYPE = re.compile(r"TensorDtypes=(\w{1,40})")
+#: Floating dtypes a training step's collectives run in; float64 ("Double") is none of torch's defaults.
+_TRAINING_FLOATS = frozenset(("Float", "BFloat16", "Half"))
 
 
 def _fingerprint_mismatch(job: JobModel, reports: list) -> Mismatch:
@@ -237,6 +254,7 @@ def _fingerprint_mismatch(job: JobModel, reports: list) -> Mismatch:
     clear majority runs deviated; failing that, the rank the other reporters all name."""
     mine: dict[int, str] = {}
     named: dict[int, int] = {}
+    dtypes: dict[int, str] = {}
     for e in reports:
         m = _FP.search(" ".join(str(v) for v in (e.get("msg"), e.get("exc")) if v) or e.text)
         if m is None:
@@ -244,6 +262,8 @@ def _fingerprint_mismatch(job: JobModel, reports: list) -> Mismatch:
         me = int(m.group("me"))
         mine.setdefault(me, " ".join(f"{k}={v}" for k, v in _FP_FIELD.findall(m.group("mine"))))
         named.setdefault(me, int(m.group("other")))
+        if (d := _FP_DTYPE.search(m.group("mine"))) is not None:
+            dtypes.setdefault(me, d.group(1))
     blame: list[int] = []
     counts = Counter(mine.values())
     if len(counts) > 1:
@@ -256,6 +276,15 @@ def _fingerprint_mismatch(job: JobModel, reports: list) -> Mismatch:
             (rank, n), *rest = pointed.most_common()
             if n >= 2 and (not rest or n > rest[0][1]) and n >= len(named) - 1:
                 blame = [rank]
+    doubled = _the_float64_one(mine, dtypes) if not blame else None
+    if doubled is not None:
+        rank, other = doubled
+        known = job.known_ranks()
+        return (f"TORCH_DISTRIBUTED_DEBUG=DETAIL detected a mismatch between collectives that differ only in dtype: "
+                f"rank {rank} ran it on a float64 (Double) tensor where the others' is {other}; float64 is none of "
+                f"torch's training dtypes (numpy's default and Python floats bring it in): rank {rank}'s tensor is the "
+                "odd one", [rank], [known[rank].host] if rank in known else [],
+                sorted(reports, key=lambda e: facts.global_rank(job, e) != rank)[:4], [rank])
     ranks = blame or sorted(mine)
     if blame:
         odd = mine.get(blame[0]) or "another collective"
@@ -274,3 +303,15 @@ def _fingerprint_mismatch(job: JobModel, reports: list) -> Mismatch:
     return (summary, blame, [known[r].host for r in blame if r in known], lead, blame)
 
 
+
+
+def _the_float64_one(mine: dict[int, str], dtypes: dict[int, str]) -> tuple[int, str] | None:
+    """(rank, the others' dtype) when every reporter ran the same op and shape, one rank's tensor is float64 and every
+    other's one training float dtype (t424_double, t432_unlab_r1: two ranks, no majority to go by)."""
+    if len(set(mine.values())) != 1 or len(dtypes) != len(mine) or len(dtypes) < 2:
+        return None
+    doubles = [r for r, d in dtypes.items() if d == "Double"]
+    others = {d for d in dtypes.values() if d != "Double"}
+    if len(doubles) != 1 or len(others) != 1 or not others <= _TRAINING_FLOATS:
+        return None
+    return doubles[0], next(iter(others))
