@@ -326,6 +326,11 @@ KNOWN_WRONG = {
                                           "it drew positions 0...1279 (console.log:41) while ranks 0, 1, 3 say they "
                                           "received 1...1280 from it (:36, :39, :44); rank 1's IndexError on 1280 "
                                           "(:75) is the echo, a reading of values (as t395_badbcast)",
+    "t436_heldout_r0_w2_lognorank_tee": "a corrupt broadcast: the data rank logs an order of positions 0...639 "
+                                        "(console.log:20) and the receiver logs what it got, positions 0...895 "
+                                        "(:21), then raises IndexError on index 858 of 640 (:42): only comparing "
+                                        "the two logged ranges tells that rank 0 sent other data than it logged "
+                                        "(as t419_badorder); the tool names the receiver that raised",
     "t424_regions_r0_w2_says_printplain_allreduce_tee": "two ranks: rank 0 logs 7 region counts where the config "
                                                         "and every earlier step say 8 (console.log:9, :1), and gloo "
                                                         "aborts it at once ('16 vs 8', :10-11; torchrun's root "
