@@ -331,6 +331,17 @@ KNOWN_WRONG = {
                                         "(:21), then raises IndexError on index 858 of 640 (:42): only comparing "
                                         "the two logged ranges tells that rank 0 sent other data than it logged "
                                         "(as t419_badorder); the tool names the receiver that raised",
+    "t440_spikes_r0_w2_silent_jsonrank_ddp_split": "two ranks: gloo aborted rank 0 on '6168 vs 8' (console.err:7-8; "
+                                                   "torchrun's root cause, SIGABRT, :53-60), in a scalar collective, "
+                                                   "while rank 1 was in DDP's gradient all-reduce (:13): an extra "
+                                                   "scalar on rank 0 or one skipped by rank 1, and with two ranks no "
+                                                   "majority says which (mismatch_apart wants two others); DSY1 "
+                                                   "names none",
+    "t440_types_r1_w2_says_printrank_rsag_detail_split": "two ranks, DETAIL: ALLREDUCE TensorShape=[7] on rank 1 "
+                                                         "against [8] on rank 0 at SequenceNumber=42 "
+                                                         "(console.err:18, :30); only rank 1's own list of 7 "
+                                                         "counts (console.out:10) beside 8 building types tells "
+                                                         "the odd one; DSY1 names no rank of the two",
     "t424_regions_r0_w2_says_printplain_allreduce_tee": "two ranks: rank 0 logs 7 region counts where the config "
                                                         "and every earlier step say 8 (console.log:9, :1), and gloo "
                                                         "aborts it at once ('16 vs 8', :10-11; torchrun's root "

@@ -3,10 +3,12 @@ confidence readings, strongest first as DSY1 tries them): a rank that said it sk
 ahead or that waited at another line of the script, gloo's aborted rank on the node whose unlabelled console says a
 rank there skipped a collective, gloo's ring neighbour that logged its deviation, gloo's lone
 aborted rank the others left behind, an uneven epoch, a lone warning or setting, an all_gather's short receiver, and
-last every rank waiting after one lone warning. Each names one rank with its own words as evidence; DSY1 says the
+last every rank waiting after one lone warning, or in one broadcast after one rank said it took the data from another. Each names one rank with its own words as evidence; DSY1 says the
 others only tell that a desync happened."""
 
 from __future__ import annotations
+
+import re
 
 from ..events import Event
 from ..model import JobModel
@@ -15,7 +17,7 @@ from .behind import stopped_short_of_output
 from .callsites import barrier_alone, branch_alone, odd_call_site, two_sites
 from .facts import name_ranks
 from .oddsetting import odd_setting
-from .oddwarn import odd_warning, skipped_batch, skipped_collective, unnamed_skip
+from .oddwarn import _WARNS, odd_warning, skipped_batch, skipped_collective, unnamed_skip
 from .ring import ring_deviation, short_receiver
 from .statements import TRANSPORT_MISMATCH, lone_abort, mismatch_reports
 from .steps import step_outlier, uneven_epoch
@@ -161,6 +163,40 @@ def all_waited_after_a_lone_warning(job: JobModel) -> list[Mismatch]:
     return one_rank(job, odd.rank, f"all {world} ranks timed out in {facts.waited_in(pt)}, none missing, and rank "
                 f"{odd.rank} alone warned right before: \"{text}\"; it likely passed the collective another size or "
                 "skipped one the others made", [odd.event, *pt.lead_events()[:2]])
+
+
+#: A rank's own word that it takes a broadcast's data from another rank ("taking zone weights from rank 1", "using
+#: rank 2's copy", "src=1"): it named another root than its peers' broadcast.
+_FROM_RANK = re.compile(r"\b(?:from|of) rank (\d{1,7})\b|\brank (\d{1,7})'s (?:copy|weights|data|values|state)\b"
+                        r"|\bsrc(?:_rank)?\s?=\s?(\d{1,7})\b")
+
+
+def another_root(job: JobModel) -> list[Mismatch]:
+    """Every rank of the job timed out in one broadcast, none missing, and one rank alone said right before that it
+    took the data from another rank (t440_bcast: "taking zone weights from rank 1"): it called the broadcast with
+    another root than its peers, so each side waited for the other to send. Two ranks too: the root is a word of
+    its own, not a lone warning among many."""
+    groups = facts.timeouts_by_pg(job)
+    world = job.ranks_expected
+    if len(groups) != 1 or not world or world < 2:
+        return []
+    pt = next(iter(groups.values()))
+    if pt.ranks != list(range(world)) or facts.waited_in(pt) != "broadcast":
+        return []
+    said: dict[int, Event] = {}
+    for st in job.ranks:
+        if st.rank is None:
+            continue
+        for e in st.events:
+            m = _FROM_RANK.search(e.text) if e.kind in _WARNS else None
+            if m is not None and int(next(g for g in m.groups() if g is not None)) != st.rank:
+                said.setdefault(st.rank, e)
+    if len(said) != 1:
+        return []
+    rank, ev = next(iter(said.items()))
+    return one_rank(job, rank, f"all {world} ranks timed out in one broadcast, none missing, and rank {rank} alone said "
+                    f"it took the data from another rank: \"{_quoted(ev)}\"; it called the broadcast with another root "
+                    "than its peers, and each side waited for the other to send", [ev, *pt.lead_events()[:2]])
 
 
 def set_otherwise(job: JobModel) -> list[Mismatch]:

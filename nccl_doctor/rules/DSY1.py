@@ -57,7 +57,7 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
     ahead = hints.skipped(job) or hints.skipped_a_batch(job) or (hints.ran_ahead(job) + hints.odd_site(job)) \
         or hints.alone_in_a_branch(job) or hints.alone_in_a_barrier(job)
     if not found and not ahead:  # and weaker: every rank waited in one collective, none missing, one had warned alone
-        found = hints.all_waited_after_a_lone_warning(job) or hints.apart(job)
+        found = hints.all_waited_after_a_lone_warning(job) or hints.another_root(job) or hints.apart(job)
         confidence = "medium" if found else confidence
     if not ahead and found and not any(m[4] for m in found):  # of gloo's two ranks, the one that logged its deviation
         ahead = hints.skipped_on_its_node(job) or hints.ring(job)
