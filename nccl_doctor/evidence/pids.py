@@ -130,12 +130,20 @@ def _unseen_rank(job: JobModel) -> tuple[int, set[str | None]] | None:
 def _agent_base(job: JobModel, file: str) -> int | None:
     """The first global rank of the node whose console ``file`` is, from its one echoed torchrun command (fixed node
     count, static ranks: parsers/elastic.toml torchrun_command); None without one, or with two (consoles joined)."""
-    cmds = {(int_in(e.get("node_rank")), int_in(e.get("nproc"))) for e in job.by_kind("torchrun_command")
-            if e.file == file}
+    cmds = _torchrun_commands(job).get(file, ())
     if len(cmds) != 1:
         return None
     node, nproc = next(iter(cmds))
     return node * nproc if node is not None and nproc is not None else None
+
+
+@_per_job
+def _torchrun_commands(job: JobModel) -> dict[str, set[tuple[int | None, int | None]]]:
+    """file -> the (node rank, workers per node) of the torchrun commands echoed in it (grouped once per job)."""
+    out: dict[str, set[tuple[int | None, int | None]]] = defaultdict(set)
+    for e in job.by_kind("torchrun_command"):
+        out[e.file].add((int_in(e.get("node_rank")), int_in(e.get("nproc"))))
+    return out
 
 
 @_per_job
@@ -284,13 +292,14 @@ def _agent_left_ranks(job: JobModel) -> dict[tuple[str, int | None], int]:
     placed (by its local rank there, or by its rank's own lines): the last pid is the last local rank
     (t430_hang_r3_2x2_headc: head -c cut the table away; rank 3 hung and said nothing)."""
     out: dict[tuple[str, int | None], int] = {}
-    files = {e.file for e in job.by_kind("elastic_sigterm")}
-    for file in files:
+    by_file: dict[str, list[Event]] = defaultdict(list)  # (grouped once: a thousand nodes' consoles, linear)
+    for e in job.by_kind("elastic_failed", "elastic_sigterm"):
+        by_file[e.file].append(e)
+    for file, agent in by_file.items():
         base = _agent_base(job, file)
-        nproc = next((int_in(e.get("nproc")) for e in job.by_kind("torchrun_command") if e.file == file), None)
-        if base is None or not nproc:
+        nproc = next(iter(_torchrun_commands(job)[file]))[1] if base is not None else None
+        if base is None or not nproc or not any(e.kind == "elastic_sigterm" for e in agent):
             continue
-        agent = [e for e in job.by_kind("elastic_failed", "elastic_sigterm") if e.file == file]
         pids = {int_in(e.get("pid")) for e in agent} - {None}
         if len(pids) != nproc:
             continue
