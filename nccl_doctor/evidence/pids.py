@@ -128,13 +128,19 @@ def _unseen_rank(job: JobModel) -> tuple[int, set[str | None]] | None:
 
 
 def _agent_base(job: JobModel, file: str) -> int | None:
-    """The first global rank of the node whose console ``file`` is, from its one echoed torchrun command (fixed node
-    count, static ranks: parsers/elastic.toml torchrun_command); None without one, or with two (consoles joined)."""
+    """The first global rank of the node whose console ``file`` is (``_agent_node``)."""
+    node = _agent_node(job, file)
+    return node[0] * node[1] if node is not None else None
+
+
+def _agent_node(job: JobModel, file: str) -> tuple[int, int] | None:
+    """(node rank, workers per node) of the node whose console ``file`` is, from its one echoed torchrun command (fixed
+    node count, static ranks: parsers/elastic.toml torchrun_command); None without one, or with two (consoles joined)."""
     cmds = _torchrun_commands(job).get(file, ())
     if len(cmds) != 1:
         return None
     node, nproc = next(iter(cmds))
-    return node * nproc if node is not None and nproc is not None else None
+    return (node, nproc) if node is not None and nproc is not None else None
 
 
 @_per_job
@@ -296,10 +302,11 @@ def _agent_left_ranks(job: JobModel) -> dict[tuple[str, int | None], int]:
     for e in job.by_kind("elastic_failed", "elastic_sigterm"):
         by_file[e.file].append(e)
     for file, agent in by_file.items():
-        base = _agent_base(job, file)
-        nproc = next(iter(_torchrun_commands(job)[file]))[1] if base is not None else None
-        if base is None or not nproc or not any(e.kind == "elastic_sigterm" for e in agent):
+        node = _agent_node(job, file)
+        if node is None or not node[1] or not any(e.kind == "elastic_sigterm" for e in agent):
             continue
+        nproc = node[1]
+        base = node[0] * nproc
         pids = {int_in(e.get("pid")) for e in agent} - {None}
         if len(pids) != nproc:
             continue

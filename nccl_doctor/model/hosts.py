@@ -78,8 +78,7 @@ def as_written(hosts: list[str], files: list[str] = ()) -> dict[str, str]:
     plain = {h for h in hosts if "." not in h}
     domains = {h.split(".", 1)[1] for fs in full.values() for h in fs}
     for f in files if domains else ():
-        name = f.replace("\\", "/").rsplit("/", 1)[-1]
-        stem, _, rest = name.partition(".")
+        stem, _, rest = file_name(f).partition(".")
         domain = next((d for d in domains if rest.startswith(d + ".") or rest == d), None)
         if domain and stem not in full and reads_as_node(stem):
             full[stem].add(f"{stem}.{domain}")
@@ -197,9 +196,14 @@ def _consoles_named_by_host(ranks: list[RankState], events: list[Event]) -> None
             r.host = next(iter(names))
 
 
+def file_name(path: str) -> str:
+    """A path's last part, whichever its separators."""
+    return path.replace("\\", "/").rsplit("/", 1)[-1]
+
+
 def file_stem(path: str) -> str:
     """A file's name before its first dot."""
-    return path.replace("\\", "/").rsplit("/", 1)[-1].split(".", 1)[0]
+    return file_name(path).split(".", 1)[0]
 
 
 def name_shape(name: str) -> str:

@@ -303,8 +303,6 @@ def _fingerprint_mismatch(job: JobModel, reports: list) -> Mismatch:
     return (summary, blame, [known[r].host for r in blame if r in known], lead, blame)
 
 
-
-
 def _the_float64_one(mine: dict[int, str], dtypes: dict[int, str]) -> tuple[int, str] | None:
     """(rank, the others' dtype) when every reporter ran the same op and shape, one rank's tensor is float64 and every
     other's one training float dtype (t424_double, t432_unlab_r1: two ranks, no majority to go by)."""
