@@ -274,11 +274,6 @@ KNOWN_WRONG = {
     "t331_skip_r1_pp4_sendgrad_logdir": "rank 1 left out a gradient send: rank 0 waits in recv_grad from stage 1 "
                                         "(:336) while rank 1 is past its backward (:279); which stage sends to "
                                         "which is the pipeline's order, which the logs do not state",
-    "t359_barrier_r1_w3_lognorank_redirect": "rank 1's torch.save failed once (ESTALE) and its retry re-entered the "
-                                             "checkpoint barrier alone: rank 0 times out in the next broadcast, rank 2 "
-                                             "in DDP's backward, rank 1 only loses them; three ranks at three sites and "
-                                             "a rankless retry WARNING whose shard name ('shard-01-of-03') is all that "
-                                             "ties it to rank 1",
     "t383_skipmetric_r0_w3_print_logdir": "gloo aborts rank 2 in the one-float metrics all_reduce ('15536 vs 4') sent by "
                                           "rank 0, its ring neighbour, which says nothing (SIGTERMed); rank 1 lost its "
                                           "peer in reduce_metrics' all_reduce (logs/.../1/stderr.log): the metrics "

@@ -19,6 +19,7 @@ from ..model import JobModel, RankState
 from .causes import _PEER_GONE, _TIMEOUT_ECHOES
 from .endings import launcher_kills
 from .facts import _per_job
+from .launcher_facts import numbers_masked
 from .sites import exc_text
 from .sites import script_site as _site
 from .timeouts import P2P_CALLS, c10d_call, timeouts_by_pg
@@ -45,8 +46,12 @@ def odd_call_site(job: JobModel) -> OddSite | None:
     top, n, odd = _one_apart(where)
     if n < 2 or len(odd) != 1:
         # the others at several lines of one function (a training step's forward and backward), the
-        # stray one in another function (a logging helper's all_reduce): apart by the function
-        where = {r: (site[0][0], site[1].get("func")) for r, site in sites.items()}
+        # stray one in another function (a logging helper's all_reduce): apart by the function; a barrier is
+        # no part of a step (a barrier and DDP's all-reduce under backward at two lines of one main() are two
+        # code paths, not one step: t450_bestsave)
+        known = job.known_ranks()
+        where = {r: (site[0][0], site[1].get("func"), c10d_call(known.get(r)) == "barrier")
+                 for r, site in sites.items()}
         top_func, n, odd = _one_apart(where)
         if n < 2 or len(odd) != 1:
             return None
@@ -142,7 +147,7 @@ def barrier_alone(job: JobModel) -> BarrierAlone | None:
     (branch_alone)."""
     two = two_sites(job)
     if two is None:
-        return None
+        return _barrier_alone_of_many(job)
     known = job.known_ranks()
     (a, site_a), (b, site_b) = two.sides
     # (no torch.distributed call in the other's traceback: DDP's all-reduce under backward)
@@ -156,9 +161,38 @@ def barrier_alone(job: JobModel) -> BarrierAlone | None:
     return None
 
 
+def _barrier_alone_of_many(job: JobModel) -> BarrierAlone | None:
+    """Of three ranks or more, each saying where it waited, the one alone in ``barrier()`` while another was still in its
+    training step (DDP's all-reduce under backward): the ranks between them wait on what the lone rank never joined (a
+    broadcast's root stuck sending to it, t450_bestsave). Two in a barrier: the one elsewhere may have skipped it."""
+    sites = _every_site(job)
+    if sites is None or len(sites) < 3 or not all(map(_in_collective, sites.values())):
+        return None
+    known = job.known_ranks()
+    calls = {r: c10d_call(known.get(r)) for r in sites}
+    alone = [r for r, call in calls.items() if call == "barrier"]
+    stepping = sorted(r for r, call in calls.items() if call is None)
+    if len(alone) != 1 or not stepping:
+        return None
+    me, other = alone[0], stepping[0]
+    said = _last_said(known.get(me))
+    if said is not None and said.kind == "train_phase" and any(_logs_line(known.get(r), said) for r in sites if r != me):
+        return None  # (the action before its barrier is one the others take too: they may have skipped it)
+    (key, frame, exc, _), (okey, oframe, oexc, _) = sites[me], sites[other]
+    return BarrierAlone(me, f"{key[0]}:{key[1]} (in {frame.get('func')})", other,
+                        f"{okey[0]}:{okey[1]} (in {oframe.get('func')})", [frame, exc, oframe, oexc])
+
+
 def _logs_phase(st: RankState | None, said: Event) -> bool:
     """Whether this rank logged, anywhere in the run, a line of the phase ``said`` starts or ends."""
     return st is not None and any(e.kind == "train_phase" and e.get("phase") == said.get("phase") for e in st.events)
+
+
+def _logs_line(st: RankState | None, said: Event) -> bool:
+    """Whether this rank logged, anywhere in the run, the line ``said`` in the same words (numbers aside): of three
+    ranks a phase word is too coarse ("waiting for the other ranks" ends an epoch's line and a lone save's alike)."""
+    sig = numbers_masked(said.text)  # (the whole line: a phase line's message may be its last words only)
+    return st is not None and any(e.kind == said.kind and numbers_masked(e.text) == sig for e in st.events)
 
 
 def _last_said(st: RankState | None) -> Event | None:

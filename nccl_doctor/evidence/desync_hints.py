@@ -4,7 +4,7 @@ ahead or that waited at another line of the script, gloo's aborted rank on the n
 rank there skipped a collective, gloo's ring neighbour that logged its deviation, gloo's lone
 aborted rank the others left behind, an uneven epoch, a lone warning or setting, an all_gather's short receiver, and
 last every rank waiting after one lone warning, or in one broadcast after one rank said it took the data from another.
-Each names one rank with its own words as evidence; DSY1 says the others only tell that a desync happened."""
+Each names one rank (two ranks at two collectives, or ranks stuck together in one collective the others passed: none) with its own words as evidence; DSY1 says the others only tell that a desync happened."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from .behind import stopped_short_of_output
 from .callsites import barrier_alone, branch_alone, odd_call_site, two_sites
 from .facts import name_ranks
 from .oddsetting import odd_setting
-from .oddwarn import _WARNS, odd_warning, skipped_batch, skipped_collective, unnamed_skip
+from .oddwarn import WARN_KINDS, odd_warning, skipped_batch, skipped_collective, unnamed_skip
 from .ring import ring_deviation, short_receiver
-from .statements import TRANSPORT_MISMATCH, lone_abort, mismatch_reports
+from .statements import TRANSPORT_MISMATCH, lone_abort, mismatch_reports, waited_together
 from .steps import step_outlier, uneven_epoch
 
 #: (summary, the ranks at odds with the others, their hosts, evidence, the ranks to blame: the odd
@@ -188,7 +188,7 @@ def another_root(job: JobModel) -> list[Mismatch]:
         if st.rank is None:
             continue
         for e in st.events:
-            m = _FROM_RANK.search(e.text) if e.kind in _WARNS else None
+            m = _FROM_RANK.search(e.text) if e.kind in WARN_KINDS else None
             if m is not None and int(next(g for g in m.groups() if g is not None)) != st.rank:
                 said.setdefault(st.rank, e)
     if len(said) != 1:
@@ -252,3 +252,16 @@ def alone_in_a_barrier(job: JobModel) -> list[Mismatch]:
                     "left the training loop early (its batches ran out, it ended its epoch after an error it handled) or "
                     f"took a branch with a barrier rank {odd.other} did not (a rank that skipped a barrier every other "
                     "rank calls would read the same, and is rarer)", odd.events)
+
+
+def stuck_together(job: JobModel) -> list[Mismatch]:
+    """The ranks a monitored barrier names timed out together at one collective the others had passed (the
+    statements' ``waited_together``): they disagreed in it, and nothing says which of them strayed."""
+    stuck = waited_together(job)
+    if stuck is None:
+        return []
+    ranks, site, events = stuck
+    passed = sorted({st.rank for st in job.ranks if st.rank is not None} - set(ranks))
+    return [(f"{name_ranks(ranks)} timed out together in one collective at {site} that {name_ranks(passed)} had "
+             "passed (a monitored barrier names them as missing, yet each waited in that collective): they disagreed "
+             "in it (a broadcast's root, a size), and nothing in the logs says which of them strayed", [], [], events, [])]

@@ -120,4 +120,9 @@ def error_signature(ev: Event) -> str:
         if f.get(name) not in (None, ""):
             parts.append(str(f[name]))
     text = " ".join(parts) if len(parts) > 1 else f"{ev.kind} {ev.text}"
-    return _DIGITS.sub("#", text)[:160]
+    return numbers_masked(text)[:160]
+
+
+def numbers_masked(text: str) -> str:
+    """A line's words with its numbers and addresses masked: the same line of another rank, step or pid."""
+    return _DIGITS.sub("#", text)

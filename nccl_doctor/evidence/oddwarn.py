@@ -24,9 +24,10 @@ from ..model import JobModel
 from .facts import _per_job, file_host
 from .launcher_facts import error_signature
 
-_WARNS = ("log_warning", "log_carry_on", "numeric_warning", "shape_note", "dtype_note")
+#: The kinds of a rank's own warning lines (what it said it noticed or did differently).
+WARN_KINDS = ("log_warning", "log_carry_on", "numeric_warning", "shape_note", "dtype_note")
 #: Lines of a rank's own log that show it logs as the job runs (so a warning of its own would show).
-_LOGGING = ("train_step", "train_epoch", "train_phase", "rank_world", *_WARNS)
+_LOGGING = ("train_step", "train_epoch", "train_phase", "rank_world", *WARN_KINDS)
 
 
 @dataclass(slots=True)
@@ -52,11 +53,11 @@ def odd_warning(job: JobModel) -> OddWarning | None:
     two = len(ranks) == 2 and job.ranks_expected == 2
     if len(ranks) < 3 and not two:
         return None
-    shapes = {st.rank: {error_signature(e) for e in st.events if e.kind in _WARNS} for st in ranks}
+    shapes = {st.rank: {error_signature(e) for e in st.events if e.kind in WARN_KINDS} for st in ranks}
     lone: dict[int, Event] = {}
     for st in ranks:
         others = set().union(*(s for r, s in shapes.items() if r != st.rank))
-        warns = [e for e in st.events if e.kind in _WARNS and error_signature(e) not in others
+        warns = [e for e in st.events if e.kind in WARN_KINDS and error_signature(e) not in others
                  and (_SKIPPED.search(e.text) is not None if two else _recent(st.events, e))]
         if warns:
             lone[st.rank] = warns[-1]
@@ -95,7 +96,7 @@ def skipped_collective(job: JobModel) -> OddWarning | None:
     said: dict[int, Event] = {}
     for st in ranks:
         for e in st.events:
-            if e.kind in _WARNS and (m := _SKIPPED.search(e.text)) is not None and _COLLECTIVE.search(e.text, m.end()):
+            if e.kind in WARN_KINDS and (m := _SKIPPED.search(e.text)) is not None and _COLLECTIVE.search(e.text, m.end()):
                 said.setdefault(st.rank, e)
     if len(said) != 1:
         return None
@@ -118,7 +119,7 @@ def skipped_batch(job: JobModel) -> OddWarning | None:
     for st in job.ranks:
         if st.rank is not None:
             for e in st.events:
-                if e.kind in _WARNS and _SKIPPED_STEP.search(e.text):
+                if e.kind in WARN_KINDS and _SKIPPED_STEP.search(e.text):
                     said.setdefault(st.rank, e)
     if len(said) != 1:
         return None
@@ -137,7 +138,7 @@ def unnamed_skip(job: JobModel, aborted: int | None) -> Event | None:
     host = job.rank_hosts.get(aborted)
     if host is None:
         return None
-    found = [e for e in job.by_kind(*_WARNS) if e.rank is None and (m := _SKIPPED.search(e.text)) is not None
+    found = [e for e in job.by_kind(*WARN_KINDS) if e.rank is None and (m := _SKIPPED.search(e.text)) is not None
              and _LARGE.search(e.text, m.end()) and (job.index.get(id(e)) is None or job.index[id(e)].rank is None)]
     if not found or {file_host(job, e.file) for e in found} != {host}:
         return None

@@ -66,7 +66,9 @@ def _barrier(job: JobModel) -> list[Statement]:
         ranks = tuple(sorted(set(rank_list(str(ev.get("ranks") or "")))))
         if ranks:
             by_ranks[ranks].append(ev)
-    out = []
+    out: list[Statement] = []
+    if waited_together(job) is not None:
+        return out
     for ranks, evs in by_ranks.items():
         ms = next((int_in(e.get("timeout_ms")) for e in evs if e.get("timeout_ms") is not None), None)
         reporter = next((int_in(e.get("reporter")) for e in evs if e.get("reporter") is not None), None)
@@ -74,6 +76,34 @@ def _barrier(job: JobModel) -> list[Statement]:
         out.append(Statement(list(ranks), f"{who}'s monitored barrier reports that {name_ranks(ranks)} did not "
                              f"arrive within {fmt_ms(ms)}", evs[:3]))
     return out
+
+
+@_per_job
+def waited_together(job: JobModel) -> tuple[list[int], str, list[Event]] | None:
+    """(ranks, "script.py:238 (broadcast)", evidence) when the ranks a monitored barrier names, two at least, each timed out in a collective of
+    its own at one and the same line of the script, where no rank that reached the barrier was: they did not go
+    missing, they waited in a collective the others had passed (a broadcast whose root they disagreed on: one
+    sends, the other receives, and nobody answers either). The barrier says only that they were elsewhere, not
+    which of them strayed. (gloo's barrier names each rank, then all of them: their union is what it reports.)"""
+    from .sites import script_site  # (sites reads tracebacks, which read these statements' kinds)
+
+    said = job.by_kind("torch_barrier_missing")
+    ranks = sorted({r for e in said for r in rank_list(str(e.get("ranks") or ""))})
+    known = job.known_ranks()
+    if len(ranks) < 2 or any(r not in known for r in ranks):
+        return None
+    sites = [script_site(known[r]) for r in ranks]
+    where = {s[0] for s in sites if s is not None}
+    if len(where) != 1 or any(s is None or not s[3] for s in sites):
+        return None
+    others = {s[0] for st in job.ranks if st.rank is not None and st.rank not in ranks
+              and (s := script_site(st)) is not None}
+    if where & others:
+        return None
+    (script, line), = where
+    ops = {c10d_call(known[r]) for r in ranks} - {None}
+    site = f"{script}:{line}" + (f" ({next(iter(ops))})" if len(ops) == 1 else "")
+    return ranks, site, [s[2] for s in sites if s is not None][:2] + said[-1:]
 
 
 def _waited_for_clients(job: JobModel, rank: int) -> bool:

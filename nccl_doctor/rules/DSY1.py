@@ -57,7 +57,8 @@ def check(job: JobModel, rule: Rule) -> list[Finding]:
     ahead = hints.skipped(job) or hints.skipped_a_batch(job) or (hints.ran_ahead(job) + hints.odd_site(job)) \
         or hints.alone_in_a_branch(job) or hints.alone_in_a_barrier(job)
     if not found and not ahead:  # and weaker: every rank waited in one collective, none missing, one had warned alone
-        found = hints.all_waited_after_a_lone_warning(job) or hints.another_root(job) or hints.apart(job)
+        found = hints.all_waited_after_a_lone_warning(job) or hints.another_root(job) or hints.apart(job) \
+            or hints.stuck_together(job)
         confidence = "medium" if found else confidence
     if not ahead and found and not any(m[4] for m in found):  # of gloo's two ranks, the one that logged its deviation
         ahead = hints.skipped_on_its_node(job) or hints.ring(job)
@@ -176,6 +177,7 @@ def _reported_mismatch(job: JobModel) -> list[Mismatch]:
     torn, fingerprints = mismatch_reports(job)
     sender = mismatch_sender(job)
     back = lone_abort(job) if torn and sender is not None else None
+    said = TRANSPORT_MISMATCH.search(torn[0].text).group(0) if torn else ""  # gloo's own words, quoted in each branch
     if back is not None and sender[0] > back:
         # Sent back down the pipeline (the sender after the receiver in rank order: a gradient for the activation
         # the receiver sent forward). What a later stage sends back is shaped like the buffer it received into;
@@ -183,7 +185,7 @@ def _reported_mismatch(job: JobModel) -> list[Mismatch]:
         # only caught here, by its own receive: the receiver's tensor was the odd one (t423_wrongsize).
         rank, frame = sender
         st = job.known_ranks().get(back)
-        out.append((f"gloo aborted rank {back} on more data than it posted (\"{TRANSPORT_MISMATCH.search(torn[0].text).group(0)}\") "
+        out.append((f"gloo aborted rank {back} on more data than it posted (\"{said}\") "
                     f"from rank {rank}, after it in the pipeline, sending back (its traceback stops in {frame.get('op')}): "
                     f"what a later stage sends back is shaped like the buffer it received into, and gloo takes a message "
                     f"shorter than the buffer without a word, so rank {back}'s own tensor sent forward was the short one",
@@ -193,7 +195,7 @@ def _reported_mismatch(job: JobModel) -> list[Mismatch]:
         rank, frame = sender
         who = _receivers(job, torn)
         out.append((f"gloo on {who} received data of another size than it posted "
-                    f"(\"{TRANSPORT_MISMATCH.search(torn[0].text).group(0)}\"), and rank {rank} is the one rank "
+                    f"(\"{said}\"), and rank {rank} is the one rank "
                     f"that was sending point-to-point when the receiver died (its traceback stops in "
                     f"{frame.get('op')}): it sent a tensor of another size than its peer expected",
                     [rank], [facts.host_of(job, frame)], [*torn[:2], frame], [rank]))
@@ -203,7 +205,7 @@ def _reported_mismatch(job: JobModel) -> list[Mismatch]:
         st = job.known_ranks().get(rank)
         also = f" and {name_ranks(cut)} lost them in the same broadcast" if cut else ""
         out.append((f"gloo aborted {name_ranks(receivers)} on data of another size than their collective expected "
-                    f"(\"{TRANSPORT_MISMATCH.search(torn[0].text).group(0)}\"){also}, every rank but rank {rank}: the "
+                    f"(\"{said}\"){also}, every rank but rank {rank}: the "
                     f"data came from the one rank they have in common, which ran a collective of another size or kind",
                     [rank], [st.host if st is not None else None], torn[:4], [rank]))
     elif torn and (apart := mismatch_apart(job)) is not None:
@@ -211,7 +213,7 @@ def _reported_mismatch(job: JobModel) -> list[Mismatch]:
         rank, evs = apart
         st = job.known_ranks().get(rank)
         out.append((f"gloo aborted rank {rank} on data of another size than its collective expected "
-                    f"(\"{TRANSPORT_MISMATCH.search(torn[0].text).group(0)}\": it posted a scalar) while every other "
+                    f"(\"{said}\": it posted a scalar) while every other "
                     "rank that says where it was lost its peer in the gradient all-reduce of one backward call: rank "
                     f"{rank} was alone in another collective (an extra one, or one its peers had left behind)",
                     [rank], [st.host if st is not None else None], evs, [rank]))
@@ -224,7 +226,7 @@ def _reported_mismatch(job: JobModel) -> list[Mismatch]:
             f"the neighbour it receives from, rank {ring[1]}, and nothing either logged says which of the two" \
             if ring is not None and (job.ranks_expected or 0) > 2 else ""
         out.append((f"gloo on {who} received data of another size than its collective expected "
-                    f"(\"{TRANSPORT_MISMATCH.search(torn[0].text).group(0)}\"): the ranks ran different "
+                    f"(\"{said}\"): the ranks ran different "
                     f"collectives{between}", [], [], torn[:4], []))
     if fingerprints:
         out.append(_fingerprint_mismatch(job, fingerprints))
