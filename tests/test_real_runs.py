@@ -332,6 +332,21 @@ KNOWN_WRONG = {
                                                    "scalar on rank 0 or one skipped by rank 1, and with two ranks no "
                                                    "majority says which (mismatch_apart wants two others); DSY1 "
                                                    "names none",
+    "t459_trunc_cache_a1_b2_w4_json_redirect": "rank 2's np.load fails ('could only read 20840 elements ... file seems not "
+                                               "fully written?', console.log:47) on the validation feature cache rank 1 "
+                                               "said it refreshed for epoch 1 (:32; config: cache_rank 1, :2): the "
+                                               "reader's error is the writer's truncated file, linked only by the "
+                                               "words 'cache' in the reader's frame and the writer's line",
+    "t459_trunc_snapshot_a1_b2_w3_lognorank_tee": "rank 2's torch.load raises 'OSError: [Errno 22] Invalid argument' "
+                                                  "(console.log:43) on the epoch-1 snapshot the config's snapshot_rank "
+                                                  "1 wrote (:2, :26 '50.3 KiB', records with no rank): a truncated "
+                                                  "file's reader failed first, and no line says who wrote it",
+    "t460_nodekill_n3_2x3_rankhost_redirect": "three nodes: cpu-r12n03.log (ranks 4-5) stops after step 35 with no "
+                                              "traceback, no agent line and no failure table, while the other two "
+                                              "nodes lose peers 6 s later (cpu-r12n01.log:35, cpu-r12n02.log:33, "
+                                              ":46) and their agents report only their own ranks: the node whose "
+                                              "whole console ends is the one that went away; its bare host tag "
+                                              "'[cpu-r12n03 rank=4]' is not read as a host",
     "t440_types_r1_w2_says_printrank_rsag_detail_split": "two ranks, DETAIL: ALLREDUCE TensorShape=[7] on rank 1 "
                                                          "against [8] on rank 0 at SequenceNumber=42 "
                                                          "(console.err:18, :30); only rank 1's own list of 7 "

@@ -143,7 +143,7 @@ def launcher_kills(job: JobModel) -> dict[int, list[Event]]:
         st = state_for_pid(job, ev.get("pid"), ev.host, ev.file)
         rank = st.rank if st is not None else table_rank(job, ev.file, int_in(ev.get("pid")))
         own = st if st is not None else known.get(rank) if rank is not None else None
-        if (ev.file, int_in(ev.get("pid"))) in own_exit and (own is None or (own.files and set(own.files) <= job.cut)):
+        if (ev.file, int_in(ev.get("pid"))) in own_exit and (own is None or job.only_in_cut_files(own)):
             continue
         if rank is not None:  # (a process whose lines name no pid: the failure table's row of that pid)
             out.setdefault(rank, []).append(ev)

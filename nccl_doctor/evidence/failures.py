@@ -49,6 +49,7 @@ from .facts import (
 )
 from .failure_record import Failure
 from .headless import headless_tracebacks
+from .lockwait import lock_holder_failures
 from .nodename import node_name
 from .numerics import spread_failures
 from .oddsetting import set_otherwise
@@ -325,6 +326,7 @@ def failures(job: JobModel) -> list[Failure]:
     out += _handled_failures(job, caught_errors, out)
     out = spread_failures(job, out)  # (ranks failing alike on one rank's NaN: evidence.numerics)
     out = accused_failures(job, out)  # (ranks failing alike, each naming one rank's model: evidence.accused)
+    out = lock_holder_failures(job, out)  # (a wait for a file lock given up on: the rank that kept it, evidence.lockwait)
     if not out or all(f.exit_only for f in out):  # (every rank alike at start-up: evidence.alike)
         out = mesh_never_formed(job) or out or _exits_together(job)
     if not out and job.by_kind(*_REPORTS) and not job_timed_out and _store_waits(job):

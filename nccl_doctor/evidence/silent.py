@@ -341,7 +341,7 @@ def _silent_in_timeouts(job: JobModel, add: Callable[[Suspect], None], quiet: Ca
         last = st.last_line
         if first is not None and last is not None and last.ts is not None and last.ts >= first:
             continue  # it was still writing when the others timed out
-        if (st.files and set(st.files) <= job.cut) or cut_traceback(job, st) is not None:
+        if job.only_in_cut_files(st) or cut_traceback(job, st) is not None:
             continue  # its lines stop where its file was cut short (inside a traceback): the edge of what was handed over
         # Its own file, a stream whose every line names its rank, or a host whose other ranks' timeouts
         # are in the logs: then the silence is real, not the edge of an excerpt.

@@ -129,6 +129,11 @@ class JobModel:
         """``file:line`` of an event as the file numbers its lines (what evidence quotes)."""
         return f"{ev.file}:{file_line(self.flipped.get(ev.file), ev.line)}"
 
+    def only_in_cut_files(self, st: RankState | None) -> bool:
+        """Whether every file a rank's lines come from was read only in part: its lines stop at the edge of what
+        was handed over, not where the rank stopped."""
+        return st is not None and bool(st.files) and set(st.files) <= self.cut
+
     def kinds(self, prefix: str = "") -> list[str]:
         """The kinds of the job's events (those starting with ``prefix``), in order of first event."""
         self.by_kind()  # (builds the index)
