@@ -347,6 +347,15 @@ KNOWN_WRONG = {
                                               ":46) and their agents report only their own ranks: the node whose "
                                               "whole console ends is the one that went away; its bare host tag "
                                               "'[cpu-r12n03 rank=4]' is not read as a host",
+    "t463_emasave_kill_a0_b1_w2_json_redirect": "rank 1's FileNotFoundError for the epoch-1 EMA weights (console.log:26) "
+                                                "follows rank 0's start of an async EMA save (:18, pid 28384) whose "
+                                                "forked child was SIGKILLed unseen: rank 0 owned the missing file, "
+                                                "which only the file's name in both lines ties",
+    "t463_finalkey_exit0_a0_b3_w4_tag_split": "rank 3 gave up waiting for the store key final/checkpoint "
+                                              "(console.err:8) that rank 0, the config's ckpt_rank (console.out:2), "
+                                              "never published: rank 0 said 'training done' like every rank and "
+                                              "left with status 0 (<NO_OTHER_FAILURES>, :31); only the config ties "
+                                              "the key to it",
     "t440_types_r1_w2_says_printrank_rsag_detail_split": "two ranks, DETAIL: ALLREDUCE TensorShape=[7] on rank 1 "
                                                          "against [8] on rank 0 at SequenceNumber=42 "
                                                          "(console.err:18, :30); only rank 1's own list of 7 "

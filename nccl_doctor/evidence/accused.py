@@ -44,7 +44,7 @@ import re
 from collections import defaultdict
 
 from ..model import JobModel
-from .facts import VARYING, fmt_ranks
+from .facts import VARYING, file_host, fmt_ranks
 from .failure_record import Failure
 from .monitor import monitor_failures
 from .oddsetting import overridden
@@ -53,7 +53,7 @@ _COUNTS = re.compile(r"DDP expects same model across all ranks, but Rank (?P<me>
                      r"while rank (?P<peer>\d{1,7}) has inconsistent (?P<theirs>\d{1,12}) params")
 _NAMED = re.compile(r"\b(?:[Rr]anks?|RANKS?)(?:\(s\))?[ :=#]{0,3}(\[[\d, ]{1,200}\]|\d{1,7}\b)")
 _CUE = (r"(?:slowest|straggl\w{0,4}|laggard|lagging|behind|stuck|hung|hanging|unresponsive|not responding|stalled|"
-        r"diverg\w{0,5}|faulty|offending)")
+        r"diverg\w{0,5}|faulty|offending|heartbeats?)")
 #: Words of a wait given up on, before the rank waited for ("no shard from ranks [2]", "still waiting for rank 3").
 _WAITED_FOR = r"(?:waiting for|waited for|no (?:[\w-]{1,30} ){0,2}from|nothing from|missing from)"
 _BLAMED = re.compile(rf"\b(?:{_CUE}|{_WAITED_FOR})\b[^.;:]{{0,40}}?\b(?:[Rr]anks?|RANKS?)[ :=#]{{0,3}}"
@@ -244,8 +244,16 @@ def accused_failures(job: JobModel, out: list[Failure]) -> list[Failure]:
     else:
         return out
     known = job.known_ranks()
-    blamed = [Failure(rank=r, state=known.get(r), host=(own[r].host if r in own else None) or job.rank_hosts.get(r),
+    blamed = [Failure(rank=r, state=known.get(r), host=(own[r].host if r in own else None) or job.rank_hosts.get(r)
+                      or _console_host(job, known.get(r)),
                       category="config", what=what, events=[*(own[r].events[:1] if r in own else []), *first.events[:1]],
                       doing=None if r in own else "is the likeliest cause")  # (it failed on nothing of its own)
               for r in odd]
     return blamed + [f for f in out if f.rank not in checked and f.rank not in odd]
+
+
+def _console_host(job: JobModel, st) -> str | None:
+    """The one node a rank's files were written on, by what their lines or names say (facts.file_host): a rank whose
+    records name no host, in a per-node console named after it (``gpu-h4.err``) and its --log-dir files."""
+    hosts = {h for f in (st.files if st is not None else ()) if (h := file_host(job, f)) is not None}
+    return next(iter(hosts)) if len(hosts) == 1 else None

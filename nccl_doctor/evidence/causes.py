@@ -143,6 +143,12 @@ _STOPS = re.compile(r"\[?(?:ERROR|CRITICAL|FATAL)\]?:? ")
 _LOCAL_TIMEOUT = re.compile(r"DataLoader timed out after")
 
 
+#: A script's own monitor that found another rank's heartbeat stale ("heartbeat of rank 1 is 9 s old (limit 8 s);
+#: aborting instead of waiting for the collective timeout"): its check, not an echo, whatever timeout it mentions;
+#: evidence.accused names the rank it names.
+STALE_PEER = re.compile(r"\bheartbeats? (?:of|from) (?:[Rr]ank|RANK) ?\d{1,7}\b")
+
+
 def _own_timeout(etype: str, msg: str) -> bool:
     """An exception that timed out on its own: of another package (wandb's ServiceStartTimeoutError,
     an HTTP client's ReadTimeout: a type with a module path outside torch), or of the process's own
@@ -178,7 +184,8 @@ def classify(ev: Event, job_timed_out: bool, rank_timed_out: bool) -> tuple[str,
             # timeout, "[Errno 110] Connection timed out"): torch's lost peers and collective timeouts are
             # RuntimeErrors (gloo), DistNetworkErrors or DistBackendErrors
             return "exception", f"{etype}: {msg}"[:200]
-        if _CONSEQUENCE.search(msg) and not _cuda_text(msg) and not _own_timeout(etype, msg):
+        if _CONSEQUENCE.search(msg) and not _cuda_text(msg) and not _own_timeout(etype, msg) \
+                and not STALE_PEER.search(msg):
             return None
         cat = "oom" if "OutOfMemory" in etype or "out of memory" in msg else \
             "cuda" if _cuda_text(msg) else "exception"

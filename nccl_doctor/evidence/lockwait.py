@@ -10,6 +10,12 @@ up on is what the others see: an expert looks for the rank that was doing someth
 work just before, and finds it in the one rank that logged a handled failure (a warning or error record that says
 something failed, not an echo of a lost peer or a timeout) before the reader gave up. Exactly one such rank
 (never the reader itself) is named, with both lines; none, or several, leave the failures as they are.
+
+The same holds for a store key the job's own code sets and another rank waits for (``store.wait(["val/epoch-1"])``:
+``DistStoreError: wait timeout after 12000ms, keys: /default_pg/0//val/epoch-1``; a process group's own keys end in
+the rank that never set them, which evidence.statements reads): the one rank that logged a failure of its own before
+never set it. With no such rank the wait names no one (the rank that should have set the key may have hung in
+silence: evidence.silent).
 """
 
 from __future__ import annotations
@@ -19,8 +25,9 @@ import re
 from ..events import Event
 from ..model import JobModel
 from .causes import _PEER_GONE
-from .facts import file_host, host_of, known_by, record_text
+from .facts import file_host, global_rank, host_of, known_by, record_text
 from .failure_record import Failure
+from .statements import SUBGROUP_KEY, key_rank, one_waited_key
 
 #: A wait for a file lock given up on (filelock's Timeout; a script's own words for the same).
 LOCK_WAIT = re.compile(r"[Ff]ile lock '[^'\n]{1,400}' could not be acquired|"
@@ -36,16 +43,17 @@ _RECORDS = ("log_warning", "log_carry_on", "log_error")
 def lock_holder_failures(job: JobModel, out: list[Failure]) -> list[Failure]:
     """The failures with a lock wait given up on replaced by the one rank that logged a failure of its own before it
     (see module doc); ``out`` as it is otherwise."""
-    waits = [f for f in out if f.rank is not None and not f.exit_only and any(LOCK_WAIT.search(e.text)
-                                                                             for e in f.events[:2])]
+    waits = [(f.rank, next(e for e in f.events[:2] if LOCK_WAIT.search(e.text))) for f in out
+             if f.rank is not None and not f.exit_only and any(LOCK_WAIT.search(e.text) for e in f.events[:2])]
+    waits += _store_waits(job)
     if not waits:
         return out
-    wait = min(waits, key=lambda f: (f.ts is None, f.ts or 0.0))
-    gave_up = next(e for e in wait.events[:2] if LOCK_WAIT.search(e.text))
+    waiter, gave_up = min(waits, key=lambda w: ((t := known_by(job, w[1])) is None, t or 0.0))
+    wait = next((f for f in out if f.rank == waiter and gave_up in f.events), None)
     by = known_by(job, gave_up)  # (a traceback's line has no time: the first dated line after it bounds it)
     said: dict[int, Event] = {}
     for st in job.ranks:
-        if st.rank is None or st.rank == wait.rank:
+        if st.rank is None or st.rank == waiter:
             continue
         for e in st.events:
             if e.kind not in _RECORDS or not _before(e, gave_up, by):
@@ -53,17 +61,38 @@ def lock_holder_failures(job: JobModel, out: list[Failure]) -> list[Failure]:
             text = record_text(e)
             if _FAILED.search(text) and not _ECHO.search(text) and not _PEER_GONE.search(text):
                 said.setdefault(st.rank, e)
+    lock = LOCK_WAIT.search(gave_up.text) is not None
+    known = job.known_ranks()
     if len(said) != 1:
+        # (a store wait alone names no one: the rank that should have set the key may have hung in silence, which
+        # evidence.silent tells, storewait_r0)
         return out
     rank, ev = next(iter(said.items()))
-    known = job.known_ranks()
     st = known.get(rank)
-    what = (f"it kept the file lock rank {wait.rank} gave up waiting for: its own failure before, "
-            f"\"{record_text(ev)[:160]}\", left the work under the lock unfinished ({gave_up.text[:160]})")
-    holder = Failure(rank=rank, state=st, host=(st.host if st is not None else None) or job.rank_hosts.get(rank) or host_of(job, ev)
-                     or file_host(job, ev.file),
-                     category="exception", what=what, events=[ev, gave_up])
+    kept = "kept the file lock" if lock else "never set the store key"
+    what = (f"it {kept} rank {waiter} gave up waiting for: its own failure before, "
+            f"\"{record_text(ev)[:160]}\", left the work behind it unfinished ({gave_up.text[:160]})")
+    holder = Failure(rank=rank, state=st, host=_host(job, st, ev), category="exception", what=what,
+                     events=[ev, gave_up])
     return [holder] + [f for f in out if f is not wait and f.rank != rank]
+
+
+def _host(job: JobModel, st, ev: Event) -> str | None:
+    """A rank's host: its own, the job's map, its line's, its file's."""
+    return (st.host if st is not None else None) or (job.rank_hosts.get(st.rank) if st is not None else None) \
+        or host_of(job, ev) or file_host(job, ev.file)
+
+
+def _store_waits(job: JobModel) -> list[tuple[int, Event]]:
+    """(rank, its error) of the ranks that gave up waiting for one store key that names no rank (``/val/epoch-1``: a
+    key the job's own code sets, not a process group's rendezvous key, which ends in the rank that never set it)."""
+    out = []
+    for e in job.by_kind("torch_store_timeout", "python_exception"):
+        key = one_waited_key(str(e.get("err") or e.get("msg") or e.text))
+        rank = global_rank(job, e)
+        if key is not None and rank is not None and key_rank(key) is None and not SUBGROUP_KEY.search(key):
+            out.append((rank, e))
+    return out
 
 
 def _before(e: Event, gave_up: Event, by: float | None) -> bool:

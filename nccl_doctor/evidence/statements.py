@@ -36,7 +36,7 @@ TRANSPORT_MISMATCH = re.compile(r"Received data size doesn't match expected size
                                 r"mismatch\??")
 _KEYS = re.compile(r"wait timeout after (?P<ms>\d{1,12}) ?ms, keys: (?P<keys>[^\n]{1,2000})")
 _RANK_KEY = re.compile(r"/(\d{1,7})$")
-_SUBGROUP_KEY = re.compile(r"^/?default_pg/\d{1,7}//\d{1,7}//")
+SUBGROUP_KEY = re.compile(r"^/?default_pg/\d{1,7}//\d{1,7}//")
 
 
 @dataclass(slots=True, eq=False)
@@ -126,7 +126,7 @@ def key_rank(key: str) -> int | None:
     """The rank number a store key ends in (``/default_pg/0//cpu//0/3``: 3). Not a subgroup's key
     (``/default_pg/0//4//cpu//0/0``: the 4th group ``new_group`` made): its number is the rank within
     that group, whose members the logs do not give."""
-    if _SUBGROUP_KEY.search(key):
+    if SUBGROUP_KEY.search(key):
         return None
     m = _RANK_KEY.search(key)
     return int(m.group(1)) if m is not None else None
@@ -138,7 +138,7 @@ def subgroup_waits(job: JobModel) -> dict[int, tuple[Event, str]]:
     out: dict[int, tuple[Event, str]] = {}
     for ev in job.by_kind("torch_store_timeout", "python_exception"):
         key = one_waited_key(str(ev.get("err") or ev.get("msg") or ""))
-        rank = global_rank(job, ev) if key is not None and _SUBGROUP_KEY.search(key) else None
+        rank = global_rank(job, ev) if key is not None and SUBGROUP_KEY.search(key) else None
         if rank is not None:
             out.setdefault(rank, (ev, key))
     return out
