@@ -356,6 +356,28 @@ KNOWN_WRONG = {
                                               "never published: rank 0 said 'training done' like every rank and "
                                               "left with status 0 (<NO_OTHER_FAILURES>, :31); only the config ties "
                                               "the key to it",
+    "t467_ckptcopy_kill_a0_b3_2n_tag_logdir": "rank 0, the checkpoint rank (gpu-r11.log:3), started saving epoch-001.pt "
+                                              "(:20) and died by SIGKILL (-9, torchrun's root cause, :33, :68); rank 3's "
+                                              "'PytorchStreamReader failed reading zip archive' (gpu-r12.log:30) is its "
+                                              "load of that half-written file, yet comes first in time",
+    "t467_hbtrunc_a0_b3_w4_lognorank_redirect": "the monitor rank 3 cannot parse heartbeat/rank-0.json ('Expecting "
+                                                "a comma delimiter ... char 21', console.log:41, :52): rank 0 wrote a cut "
+                                                "heartbeat and logged nothing; only the file's name ties it to rank 0",
+    "t467_preplock_exit0_a1_b0_2n_logrank_logdir": "rank 0's TimeoutError on prepare.lock names its owner 'cpu-b2 8087' "
+                                                   "(cpu-b1.log:19), rank 1's host and pid (cpu-b2.log:1), which had "
+                                                   "started epoch 2's preparation and left with status 0 (:10, :12)",
+    "t467_stats_json_warn_a0_b1_2n_json_redirect": "rank 0 warned it could not write the epoch-1 stats (TypeError, "
+                                                   "ml-c01.log:11); rank 1's JSONDecodeError (ml-c02.log:11, :32) is its "
+                                                   "read of that cut file: a cascade through a shared file, which "
+                                                   "evidence.lockwait reads only for a lock or a store key",
+    "t467_synclock_warn_a2_b1_w3_json_tee": "rank 2 warned its sync failed (console.log:29) and kept its flock; rank 1's "
+                                            "TimeoutError says the lock is 'held by vm:3728' (:58), rank 2's pid (:4): "
+                                            "the lock's words ('held by', a fcntl BlockingIOError inside) are not the "
+                                            "ones lockwait reads",
+    "t468_newshard_r0_w3_print_tee": "rank 0, the data rank, drew epoch 1's order over '960 of 1024 samples' (console.log:32; "
+                                     "960 of 960 at epoch 0, :8) and broadcast it; rank 1 died of it ('index 1006 is out "
+                                     "of bounds ... with size 960', :54-57): a corrupt broadcast only the logged counts "
+                                     "tell, as t436_heldout",
     "t440_types_r1_w2_says_printrank_rsag_detail_split": "two ranks, DETAIL: ALLREDUCE TensorShape=[7] on rank 1 "
                                                          "against [8] on rank 0 at SequenceNumber=42 "
                                                          "(console.err:18, :30); only rank 1's own list of 7 "
