@@ -61,15 +61,13 @@ def lock_holder_failures(job: JobModel, out: list[Failure]) -> list[Failure]:
             text = record_text(e)
             if _FAILED.search(text) and not _ECHO.search(text) and not _PEER_GONE.search(text):
                 said.setdefault(st.rank, e)
-    lock = LOCK_WAIT.search(gave_up.text) is not None
-    known = job.known_ranks()
     if len(said) != 1:
         # (a store wait alone names no one: the rank that should have set the key may have hung in silence, which
         # evidence.silent tells, storewait_r0)
         return out
     rank, ev = next(iter(said.items()))
-    st = known.get(rank)
-    kept = "kept the file lock" if lock else "never set the store key"
+    st = job.known_ranks().get(rank)
+    kept = "kept the file lock" if LOCK_WAIT.search(gave_up.text) else "never set the store key"
     what = (f"it {kept} rank {waiter} gave up waiting for: its own failure before, "
             f"\"{record_text(ev)[:160]}\", left the work behind it unfinished ({gave_up.text[:160]})")
     holder = Failure(rank=rank, state=st, host=_host(job, st, ev), category="exception", what=what,
