@@ -44,7 +44,7 @@ import re
 from collections import defaultdict
 
 from ..model import JobModel
-from .facts import VARYING, file_host, fmt_ranks
+from .facts import VARYING, fmt_ranks, rank_host
 from .failure_record import Failure
 from .monitor import monitor_failures
 from .oddsetting import overridden
@@ -245,15 +245,8 @@ def accused_failures(job: JobModel, out: list[Failure]) -> list[Failure]:
         return out
     known = job.known_ranks()
     blamed = [Failure(rank=r, state=known.get(r), host=(own[r].host if r in own else None) or job.rank_hosts.get(r)
-                      or _console_host(job, known.get(r)),
+                      or rank_host(job, known.get(r)),
                       category="config", what=what, events=[*(own[r].events[:1] if r in own else []), *first.events[:1]],
                       doing=None if r in own else "is the likeliest cause")  # (it failed on nothing of its own)
               for r in odd]
     return blamed + [f for f in out if f.rank not in checked and f.rank not in odd]
-
-
-def _console_host(job: JobModel, st) -> str | None:
-    """The one node a rank's files were written on, by what their lines or names say (facts.file_host): a rank whose
-    records name no host, in a per-node console named after it (``gpu-h4.err``) and its --log-dir files."""
-    hosts = {h for f in (st.files if st is not None else ()) if (h := file_host(job, f)) is not None}
-    return next(iter(hosts)) if len(hosts) == 1 else None

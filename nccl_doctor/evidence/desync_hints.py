@@ -4,7 +4,8 @@ ahead or that waited at another line of the script, gloo's aborted rank on the n
 rank there skipped a collective, gloo's ring neighbour that logged its deviation, gloo's lone
 aborted rank the others left behind, an uneven epoch, a lone warning or setting, an all_gather's short receiver, and
 last every rank waiting after one lone warning, or in one broadcast after one rank said it took the data from another.
-Each names one rank (two ranks at two collectives, or ranks stuck together in one collective the others passed: none) with its own words as evidence; DSY1 says the others only tell that a desync happened."""
+Each names one rank with its own words as evidence (two ranks at two collectives, or ranks stuck together in one
+collective the others passed: none); DSY1 says the others only tell that a desync happened."""
 
 from __future__ import annotations
 

@@ -176,6 +176,18 @@ def host_of(job: JobModel, ev: Event) -> str | None:
     return st.host if st is not None else None
 
 
+def rank_host(job: JobModel, st: RankState | None, ev: Event | None = None) -> str | None:
+    """A rank's host when a finding names it: its own, the job's map of ranks to hosts, the host of its line ``ev``,
+    else the one node its files were written on by what their lines or names say (``file_host``: a rank whose
+    records name no host, in a per-node console named after it, ``gpu-h4.err``, and its --log-dir files)."""
+    if st is not None and (st.host or job.rank_hosts.get(st.rank)):
+        return st.host or job.rank_hosts.get(st.rank)
+    if ev is not None and (host := host_of(job, ev) or file_host(job, ev.file)):
+        return host
+    hosts = {h for f in (st.files if st is not None else ()) if (h := file_host(job, f)) is not None}
+    return next(iter(hosts)) if len(hosts) == 1 else None
+
+
 @_per_job
 def _file_hosts(job: JobModel) -> dict[str, str]:
     """file -> the one node it was written on, from what the lines say (NCCL prefixes, the hosts of

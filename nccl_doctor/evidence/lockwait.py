@@ -25,8 +25,9 @@ import re
 from ..events import Event
 from ..model import JobModel
 from .causes import _PEER_GONE
-from .facts import file_host, global_rank, host_of, known_by, record_text
+from .facts import global_rank, known_by, rank_host, record_text
 from .failure_record import Failure
+from .ring import RECORD_ECHO
 from .statements import SUBGROUP_KEY, key_rank, one_waited_key
 
 #: A wait for a file lock given up on (filelock's Timeout; a script's own words for the same).
@@ -34,9 +35,8 @@ LOCK_WAIT = re.compile(r"[Ff]ile lock '[^'\n]{1,400}' could not be acquired|"
                        r"(?:[Tt]imed out|[Tt]imeout) (?:waiting )?(?:for|to acquire) (?:the )?(?:file )?lock\b")
 #: A rank's record that says something of its own failed (and it carried on).
 _FAILED = re.compile(r"\b(?:failed|failure|[Ee]rror|[Ee]xception|could not|cannot|unable to)\b")
-#: What a record says when it only echoes the others' trouble (a lost peer, a timeout, the launcher's stop).
-_ECHO = re.compile(r"[Tt]imed out|[Tt]imeout|SIGTERM|[Ss]ignal 15|[Cc]onnection (?:closed|reset|refused)|"
-                   r"could not be acquired")
+#: What a record says when it only echoes the others' trouble (ring's words for it), or another wait for the lock.
+_ECHO = re.compile(RECORD_ECHO.pattern + r"|could not be acquired")
 _RECORDS = ("log_warning", "log_carry_on", "log_error")
 
 
@@ -70,15 +70,9 @@ def lock_holder_failures(job: JobModel, out: list[Failure]) -> list[Failure]:
     kept = "kept the file lock" if LOCK_WAIT.search(gave_up.text) else "never set the store key"
     what = (f"it {kept} rank {waiter} gave up waiting for: its own failure before, "
             f"\"{record_text(ev)[:160]}\", left the work behind it unfinished ({gave_up.text[:160]})")
-    holder = Failure(rank=rank, state=st, host=_host(job, st, ev), category="exception", what=what,
+    holder = Failure(rank=rank, state=st, host=rank_host(job, st, ev), category="exception", what=what,
                      events=[ev, gave_up])
     return [holder] + [f for f in out if f is not wait and f.rank != rank]
-
-
-def _host(job: JobModel, st, ev: Event) -> str | None:
-    """A rank's host: its own, the job's map, its line's, its file's."""
-    return (st.host if st is not None else None) or (job.rank_hosts.get(st.rank) if st is not None else None) \
-        or host_of(job, ev) or file_host(job, ev.file)
 
 
 def _store_waits(job: JobModel) -> list[tuple[int, Event]]:

@@ -35,7 +35,7 @@ _RECORDS = ("log_warning", "log_carry_on", "numeric_warning", "log_error", "dtyp
 #: gloo's allgather ring receives from the previous rank; its allreduce ring (and DDP's buckets) from the next.
 _GATHERS = frozenset(("all_gather", "all_gather_into_tensor", "all_gather_object", "_all_gather_base"))
 #: What a record says when it only reports the abort, a lost peer, a wait given up or the launcher's stop.
-_ECHO = re.compile(r"[Tt]imed out|[Tt]imeout|SIGTERM|[Ss]ignal 15|[Cc]onnection (?:closed|reset|refused)|"
+RECORD_ECHO = re.compile(r"[Tt]imed out|[Tt]imeout|SIGTERM|[Ss]ignal 15|[Cc]onnection (?:closed|reset|refused)|"
                    r"[Ss]ocket closed|terminate called|gloo::EnforceNotMet")
 
 
@@ -95,7 +95,7 @@ def _own_record(st: RankState | None) -> Event | None:
         if e.kind not in _RECORDS or (first_step is not None and not is_after(e, first_step)):
             continue
         text = record_text(e)
-        if _ECHO.search(text) or _PEER_GONE.search(text) or TRANSPORT_MISMATCH.search(text):
+        if RECORD_ECHO.search(text) or _PEER_GONE.search(text) or TRANSPORT_MISMATCH.search(text):
             continue
         return e
     return None

@@ -80,11 +80,12 @@ def _barrier(job: JobModel) -> list[Statement]:
 
 @_per_job
 def waited_together(job: JobModel) -> tuple[list[int], str, list[Event]] | None:
-    """(ranks, "script.py:238 (broadcast)", evidence) when the ranks a monitored barrier names, two at least, each timed out in a collective of
-    its own at one and the same line of the script, where no rank that reached the barrier was: they did not go
-    missing, they waited in a collective the others had passed (a broadcast whose root they disagreed on: one
-    sends, the other receives, and nobody answers either). The barrier says only that they were elsewhere, not
-    which of them strayed. (gloo's barrier names each rank, then all of them: their union is what it reports.)"""
+    """(ranks, "script.py:238 (broadcast)", evidence) when the ranks a monitored barrier names, two at least, each
+    timed out in a collective of its own at one and the same line of the script, where no rank that reached the
+    barrier was: they did not go missing, they waited in a collective the others had passed (a broadcast whose root
+    they disagreed on: one sends, the other receives, and nobody answers either). The barrier says only that they
+    were elsewhere, not which of them strayed. (gloo's barrier names each rank, then all of them: their union is what
+    it reports.)"""
     from .sites import script_site  # (sites reads tracebacks, which read these statements' kinds)
 
     said = job.by_kind("torch_barrier_missing")
