@@ -308,6 +308,10 @@ KINDS: dict[str, str] = {
     "did not enter)",
     "checkpoint_load": "path, step, epoch: 'loading checkpoint' / 'resuming from' / 'Loaded checkpoint' / 'Continuing "
     "training from global step N'",
+    "job_role": "role, role_rank: a job config naming a role's rank ('\"cache_rank\": 1', 'snapshot_rank=1'); the "
+    "text holds every role the line gives (evidence.artifact: who owns what a reader failed on)",
+    "artifact_write": "verb, path: a record that a rank wrote, saved or copied a file for others ('stats written to "
+    "/run/stats.json', 'async EMA save to /run/ema/epoch-001.pt started'): evidence.artifact",
     "checkpoint_none": "path (when printed): no checkpoint to resume from, the run starts from scratch (Megatron "
     "'WARNING: could not find the metadata file <path>' / 'will not load any checkpoints and will start from random', "
     "'No checkpoint found [in <path>]')",

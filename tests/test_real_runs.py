@@ -332,11 +332,6 @@ KNOWN_WRONG = {
                                                    "scalar on rank 0 or one skipped by rank 1, and with two ranks no "
                                                    "majority says which (mismatch_apart wants two others); DSY1 "
                                                    "names none",
-    "t459_trunc_cache_a1_b2_w4_json_redirect": "rank 2's np.load fails ('could only read 20840 elements ... file seems not "
-                                               "fully written?', console.log:47) on the validation feature cache rank 1 "
-                                               "said it refreshed for epoch 1 (:32; config: cache_rank 1, :2): the "
-                                               "reader's error is the writer's truncated file, linked only by the "
-                                               "words 'cache' in the reader's frame and the writer's line",
     "t459_trunc_snapshot_a1_b2_w3_lognorank_tee": "rank 2's torch.load raises 'OSError: [Errno 22] Invalid argument' "
                                                   "(console.log:43) on the epoch-1 snapshot the config's snapshot_rank "
                                                   "1 wrote (:2, :26 '50.3 KiB', records with no rank): a truncated "
@@ -347,37 +342,15 @@ KNOWN_WRONG = {
                                               ":46) and their agents report only their own ranks: the node whose "
                                               "whole console ends is the one that went away; its bare host tag "
                                               "'[cpu-r12n03 rank=4]' is not read as a host",
-    "t463_emasave_kill_a0_b1_w2_json_redirect": "rank 1's FileNotFoundError for the epoch-1 EMA weights (console.log:26) "
-                                                "follows rank 0's start of an async EMA save (:18, pid 28384) whose "
-                                                "forked child was SIGKILLed unseen: rank 0 owned the missing file, "
-                                                "which only the file's name in both lines ties",
-    "t463_finalkey_exit0_a0_b3_w4_tag_split": "rank 3 gave up waiting for the store key final/checkpoint "
-                                              "(console.err:8) that rank 0, the config's ckpt_rank (console.out:2), "
-                                              "never published: rank 0 said 'training done' like every rank and "
-                                              "left with status 0 (<NO_OTHER_FAILURES>, :31); only the config ties "
-                                              "the key to it",
-    "t467_ckptcopy_kill_a0_b3_2n_tag_logdir": "rank 0, the checkpoint rank (gpu-r11.log:3), started saving epoch-001.pt "
-                                              "(:20) and died by SIGKILL (-9, torchrun's root cause, :33, :68); rank 3's "
-                                              "'PytorchStreamReader failed reading zip archive' (gpu-r12.log:30) is its "
-                                              "load of that half-written file, yet comes first in time",
-    "t467_hbtrunc_a0_b3_w4_lognorank_redirect": "the monitor rank 3 cannot parse heartbeat/rank-0.json ('Expecting "
-                                                "a comma delimiter ... char 21', console.log:41, :52): rank 0 wrote a cut "
-                                                "heartbeat and logged nothing; only the file's name ties it to rank 0",
-    "t467_preplock_exit0_a1_b0_2n_logrank_logdir": "rank 0's TimeoutError on prepare.lock names its owner 'cpu-b2 8087' "
-                                                   "(cpu-b1.log:19), rank 1's host and pid (cpu-b2.log:1), which had "
-                                                   "started epoch 2's preparation and left with status 0 (:10, :12)",
-    "t467_stats_json_warn_a0_b1_2n_json_redirect": "rank 0 warned it could not write the epoch-1 stats (TypeError, "
-                                                   "ml-c01.log:11); rank 1's JSONDecodeError (ml-c02.log:11, :32) is its "
-                                                   "read of that cut file: a cascade through a shared file, which "
-                                                   "evidence.lockwait reads only for a lock or a store key",
-    "t467_synclock_warn_a2_b1_w3_json_tee": "rank 2 warned its sync failed (console.log:29) and kept its flock; rank 1's "
-                                            "TimeoutError says the lock is 'held by vm:3728' (:58), rank 2's pid (:4): "
-                                            "the lock's words ('held by', a fcntl BlockingIOError inside) are not the "
-                                            "ones lockwait reads",
     "t468_newshard_r0_w3_print_tee": "rank 0, the data rank, drew epoch 1's order over '960 of 1024 samples' (console.log:32; "
                                      "960 of 960 at epoch 0, :8) and broadcast it; rank 1 died of it ('index 1006 is out "
                                      "of bounds ... with size 960', :54-57): a corrupt broadcast only the logged counts "
                                      "tell, as t436_heldout",
+    "t471_index_warn_a3_b0_2n_lognorank_split": "rank 3, the config's data_rank (ml-w03.err:3), warned it could not build "
+                                                 "epoch 1's shard index (ml-w04.err:11) and wrote epoch 0's (:3); rank "
+                                                 "0's FileNotFoundError for index/epoch-001.json (ml-w03.err:21) is its "
+                                                 "wait for it: both records carry no rank and ml-w04 holds ranks 2 and "
+                                                 "3, and 'data' is not a word of the reader's failing code",
     "t440_types_r1_w2_says_printrank_rsag_detail_split": "two ranks, DETAIL: ALLREDUCE TensorShape=[7] on rank 1 "
                                                          "against [8] on rank 0 at SequenceNumber=42 "
                                                          "(console.err:18, :30); only rank 1's own list of 7 "

@@ -16,6 +16,12 @@ The same holds for a store key the job's own code sets and another rank waits fo
 the rank that never set them, which evidence.statements reads): the one rank that logged a failure of its own before
 never set it. With no such rank the wait names no one (the rank that should have set the key may have hung in
 silence: evidence.silent).
+
+A rank's own error on a file another rank makes (cut short: ``JSONDecodeError``, ``PytorchStreamReader failed reading
+zip archive``; missing: ``FileNotFoundError``) is the same kind of failure: the one rank that logged a failure of its
+own before left the file broken. With none, the ties evidence.artifact reads (a lock's holder named by its pid, a file
+named after a rank, a writer killed while saving, a writer's own line naming the file, the config's roles) name the
+owner; the lock's holder named by its pid comes before everything.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import re
 
 from ..events import Event
 from ..model import JobModel
+from .artifact import BROKEN_READ, MISSING_FILE, Owner, artifact_owner, holder_named
 from .causes import _PEER_GONE
 from .facts import global_rank, known_by, rank_host, record_text
 from .failure_record import Failure
@@ -32,7 +39,11 @@ from .statements import SUBGROUP_KEY, key_rank, one_waited_key
 
 #: A wait for a file lock given up on (filelock's Timeout; a script's own words for the same).
 LOCK_WAIT = re.compile(r"[Ff]ile lock '[^'\n]{1,400}' could not be acquired|"
-                       r"(?:[Tt]imed out|[Tt]imeout) (?:waiting )?(?:for|to acquire) (?:the )?(?:file )?lock\b")
+                       r"(?:[Tt]imed out|[Tt]imeout) (?:waiting )?(?:for|to acquire) (?:the )?(?:file )?lock\b|"
+                       r"[Cc]ould not (?:acquire|take|lock)\b[^\n]{0,400}?\block\b|\block\b[^\n]{0,80}? still held\b")
+_STORE = re.compile(r"DistStoreError|wait timeout after")
+#: A rank's own error lines (its exception, not a record that mentions one).
+_ERRORS = ("python_exception", "torch_store_timeout")
 #: A rank's record that says something of its own failed (and it carried on).
 _FAILED = re.compile(r"\b(?:failed|failure|[Ee]rror|[Ee]xception|could not|cannot|unable to)\b")
 #: What a record says when it only echoes the others' trouble (ring's words for it), or another wait for the lock.
@@ -41,15 +52,51 @@ _RECORDS = ("log_warning", "log_carry_on", "log_error")
 
 
 def lock_holder_failures(job: JobModel, out: list[Failure]) -> list[Failure]:
-    """The failures with a lock wait given up on replaced by the one rank that logged a failure of its own before it
-    (see module doc); ``out`` as it is otherwise."""
-    waits = [(f.rank, next(e for e in f.events[:2] if LOCK_WAIT.search(e.text))) for f in out
-             if f.rank is not None and not f.exit_only and any(LOCK_WAIT.search(e.text) for e in f.events[:2])]
+    """The failures of a rank that gave up on a lock or a store key, or failed reading a file another rank makes,
+    replaced by the rank it depended on (see module doc and evidence.artifact); ``out`` as it is otherwise."""
+    waits = [(f.rank, e) for f in out if f.rank is not None and not f.exit_only
+             for e in f.events[:2] if _gave_up(e)][:64]
     waits += _store_waits(job)
     if not waits:
         return out
     waiter, gave_up = min(waits, key=lambda w: ((t := known_by(job, w[1])) is None, t or 0.0))
     wait = next((f for f in out if f.rank == waiter and gave_up in f.events), None)
+    errors = [e for e in (wait.events if wait is not None else [gave_up]) if e.kind in _ERRORS][:4] or [gave_up]
+    owner = holder_named(job, waiter, errors) if LOCK_WAIT.search(gave_up.text) else None
+    said = _failed_before(job, waiter, gave_up) if owner is None else {}
+    if len(said) > 1:
+        return out
+    if said:
+        rank, ev = next(iter(said.items()))
+        kept = "kept the file lock rank {} gave up waiting for" if LOCK_WAIT.search(gave_up.text) else \
+            "never set the store key rank {} gave up waiting for" if _STORE.search(gave_up.text) \
+            or gave_up.kind == "torch_store_timeout" else "left the file rank {} failed reading broken"
+        what = (f"it {kept.format(waiter)}: its own failure before, \"{record_text(ev)[:160]}\", left the work "
+                f"behind it unfinished ({gave_up.text[:160]})")
+        owner = Owner(rank, ev, what)
+    else:
+        owner = owner or artifact_owner(job, waiter, errors)
+        if owner is None:
+            # (a store wait alone names no one: the rank that should have set the key may have hung in silence,
+            # which evidence.silent tells, storewait_r0)
+            return out
+        owner.how = f"rank {waiter}'s error is about what this rank makes for it: {owner.how} ({gave_up.text[:160]})"
+    st = job.known_ranks().get(owner.rank)
+    own = owner.event if global_rank(job, owner.event) == owner.rank else None  # (not the reader's line's host)
+    holder = Failure(rank=owner.rank, state=st, host=rank_host(job, st, own), category="exception",
+                     what=owner.how, events=[owner.event, gave_up] if owner.event is not gave_up else [gave_up])
+    return [holder] + [f for f in out if f is not wait and f.rank != owner.rank]
+
+
+def _gave_up(e: Event) -> bool:
+    """Whether a failure's event is a rank giving up on what another provides: a lock, or a file cut short or
+    missing (a rank's own exception, not a log line that mentions one)."""
+    return bool(LOCK_WAIT.search(e.text)) or (e.kind in _ERRORS and bool(BROKEN_READ.search(e.text)
+                                                                          or MISSING_FILE.search(e.text)))
+
+
+def _failed_before(job: JobModel, waiter: int, gave_up: Event) -> dict[int, Event]:
+    """rank -> its first record of a failure of its own (a warning or error, not an echo) before ``gave_up``."""
     by = known_by(job, gave_up)  # (a traceback's line has no time: the first dated line after it bounds it)
     said: dict[int, Event] = {}
     for st in job.ranks:
@@ -61,18 +108,7 @@ def lock_holder_failures(job: JobModel, out: list[Failure]) -> list[Failure]:
             text = record_text(e)
             if _FAILED.search(text) and not _ECHO.search(text) and not _PEER_GONE.search(text):
                 said.setdefault(st.rank, e)
-    if len(said) != 1:
-        # (a store wait alone names no one: the rank that should have set the key may have hung in silence, which
-        # evidence.silent tells, storewait_r0)
-        return out
-    rank, ev = next(iter(said.items()))
-    st = job.known_ranks().get(rank)
-    kept = "kept the file lock" if LOCK_WAIT.search(gave_up.text) else "never set the store key"
-    what = (f"it {kept} rank {waiter} gave up waiting for: its own failure before, "
-            f"\"{record_text(ev)[:160]}\", left the work behind it unfinished ({gave_up.text[:160]})")
-    holder = Failure(rank=rank, state=st, host=rank_host(job, st, ev), category="exception", what=what,
-                     events=[ev, gave_up])
-    return [holder] + [f for f in out if f is not wait and f.rank != rank]
+    return said
 
 
 def _store_waits(job: JobModel) -> list[tuple[int, Event]]:
