@@ -14,6 +14,7 @@ from typing import Any
 
 from .formats import FormatError, FormatSet, Pattern, _Extra, _Format
 from .kinds import KINDS
+from .resources import parsers_dir
 
 _FRAGMENT_RE = re.compile(r"\{\{(\w+)\}\}")
 _FORMAT_KEYS = {
@@ -154,15 +155,7 @@ def _load_file(name: str, text: str, strict: bool = False) -> tuple[_Format, lis
 
 
 def _packaged_files() -> list[tuple[str, str]]:
-    try:
-        from importlib.resources import files
-
-        root = files("nccl_doctor.parsers")
-        entries = [(e.name, e) for e in root.iterdir() if e.name.endswith(".toml")]
-    except (ImportError, ModuleNotFoundError, TypeError, FileNotFoundError, NotADirectoryError):
-        directory = Path(__file__).resolve().parent.parent / "parsers"
-        return _directory_files(directory)
-    return [(name, e.read_text(encoding="utf-8")) for name, e in sorted(entries)]
+    return _directory_files(parsers_dir())  # (the one place that knows where the packaged format files are)
 
 
 def _directory_files(directory: Path) -> list[tuple[str, str]]:

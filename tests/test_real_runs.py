@@ -351,6 +351,17 @@ KNOWN_WRONG = {
                                                  "0's FileNotFoundError for index/epoch-001.json (ml-w03.err:21) is its "
                                                  "wait for it: both records carry no rank and ml-w04 holds ranks 2 and "
                                                  "3, and 'data' is not a word of the reader's failing code",
+    "t478_bcast_r2_w3_silent_printplain_rsag_detail_tee": "three ranks, DETAIL: rank 0 timed out sending in the broadcast "
+                                                           "(console.log:40), rank 2 receiving in it (:54), while rank 1 had "
+                                                           "received and waits in the reduce_scatter (:16, :24): of the two "
+                                                           "receivers only rank 2 never took rank 0's data, so it called the "
+                                                           "broadcast with another root; no line says so, and DETAIL's barrier "
+                                                           "points at rank 0 (:10)",
+    "t478_young_r0_w2_says_printplain_ddp_logdir": "two ranks: rank 0's own line at step 11 counts 4 age bands "
+                                                   "(console.log:9) where its earlier lines count 5 (:4, :5, :7), and it "
+                                                   "aborts in gloo ('16 vs 8 ... size doesn't match', :11; torchrun's root "
+                                                   "cause, SIGABRT, :54-59): the one rank whose logged list shrank; DSY1 "
+                                                   "names none",
     "t440_types_r1_w2_says_printrank_rsag_detail_split": "two ranks, DETAIL: ALLREDUCE TensorShape=[7] on rank 1 "
                                                          "against [8] on rank 0 at SequenceNumber=42 "
                                                          "(console.err:18, :30); only rank 1's own list of 7 "

@@ -160,9 +160,10 @@ def _role_of(job: JobModel, reader: int, gave_up: list[Event], paths: list[str])
 
 
 def _context_words(job: JobModel, reader: int, gave_up: list[Event], paths: list[str]) -> set[str]:
-    """The words of what the reader was doing when it failed: its traceback's own function names, the paths and
-    store keys its error names (``read_cache``, ``ema/epoch-001.pt``, ``final/checkpoint``), split at ``_ / . -``."""
-    names: list[str] = [*paths]
+    """The words of what the reader was doing when it failed: its traceback's own function names, the file (and its
+    folder) and store keys its error names (``read_cache``, ``ema/epoch-001.pt``, ``final/checkpoint``), split at
+    ``_ / . -``."""
+    names: list[str] = ["/".join(p.rstrip("/").split("/")[-2:]) for p in paths]  # (not /data/ or /scratch/ above)
     names += [str(e.get("key") or "") for e in gave_up]
     names += re.findall(r"keys?: ([^\s,]{1,400})", " ".join(e.text for e in gave_up))
     first = gave_up[0]

@@ -39,6 +39,10 @@ def script_site(st: RankState) -> tuple[tuple[str, int], Event, Event, bool] | N
             # exception with its frames, earlier, says where the rank was
             copy_of = text
             continue
+        if any(fr.kind == "py_signal_frame" for fr in frames):
+            # raised in a signal handler that ran a collective (Lightning's broadcast of a SIGTERM): where the
+            # stop found the rank, not where it waited (t476_trainer_fetchstall; evidence.endings tells the stop)
+            return None
         in_c10d = any(f.kind == "torch_c10d_frame" for f in frames)
         return ((script_name(f), int(f.get("srcline") or 0)), f, exc, in_c10d) if f is not None else None
     return None
