@@ -336,12 +336,6 @@ KNOWN_WRONG = {
                                                   "(console.log:43) on the epoch-1 snapshot the config's snapshot_rank "
                                                   "1 wrote (:2, :26 '50.3 KiB', records with no rank): a truncated "
                                                   "file's reader failed first, and no line says who wrote it",
-    "t460_nodekill_n3_2x3_rankhost_redirect": "three nodes: cpu-r12n03.log (ranks 4-5) stops after step 35 with no "
-                                              "traceback, no agent line and no failure table, while the other two "
-                                              "nodes lose peers 6 s later (cpu-r12n01.log:35, cpu-r12n02.log:33, "
-                                              ":46) and their agents report only their own ranks: the node whose "
-                                              "whole console ends is the one that went away; its bare host tag "
-                                              "'[cpu-r12n03 rank=4]' is not read as a host",
     "t468_newshard_r0_w3_print_tee": "rank 0, the data rank, drew epoch 1's order over '960 of 1024 samples' (console.log:32; "
                                      "960 of 960 at epoch 0, :8) and broadcast it; rank 1 died of it ('index 1006 is out "
                                      "of bounds ... with size 960', :54-57): a corrupt broadcast only the logged counts "
@@ -362,6 +356,11 @@ KNOWN_WRONG = {
                                                    "aborts in gloo ('16 vs 8 ... size doesn't match', :11; torchrun's root "
                                                    "cause, SIGABRT, :54-59): the one rank whose logged list shrank; DSY1 "
                                                    "names none",
+    "t479_lease_trunc_a0_b1_w3_logrank_split": "rank 1's JSONDecodeError (console.err:54) is its read of the checkpoint "
+                                                "lease it said it was checking (:33, ckpt/LEASE); the config's ckpt_rank "
+                                                "0 (:2) writes it and carried on ('checkpoint saved', :55): only the "
+                                                "reader's own INFO line, which no pattern keeps, names the lease as the "
+                                                "checkpoint rank's",
     "t440_types_r1_w2_says_printrank_rsag_detail_split": "two ranks, DETAIL: ALLREDUCE TensorShape=[7] on rank 1 "
                                                          "against [8] on rank 0 at SequenceNumber=42 "
                                                          "(console.err:18, :30); only rank 1's own list of 7 "

@@ -46,12 +46,13 @@ _HOLDER_AT = re.compile(r" ?(?:pid )?(?:(?P<host>[A-Za-z][\w.-]{0,252})[ :])?(?:
 #: A path's file or directory name that carries a rank: ``rank-0.json``, ``rank3``, ``hb_rank_2.txt``.
 _RANK_IN_NAME = re.compile(r"(?<![A-Za-z])rank[-_]?(\d{1,6})(?!\d)")
 _PATH = re.compile(r"(?<![\w.-])/[^\s'\",;()]{1,4095}")
-_ROLE = re.compile(r"(?<![\w-])(?P<role>[A-Za-z][A-Za-z0-9]{1,24})_rank(?:\\?['\"]: |=)(?P<rank>\d{1,6})\b")
+_ROLE = re.compile(r"(?<![\w-])(?P<role>[A-Za-z][A-Za-z0-9_]{1,40})_rank(?:\\?['\"]: |=)(?P<rank>\d{1,6})\b")
 #: A launcher's own rank numbers in a config, which give no role.
 _NO_ROLE = frozenset(("local", "global", "node", "group", "world", "role", "dp", "tp", "pp", "cp", "ep", "src", "dst",
-                      "my", "this", "own", "master", "root"))
+                      "my", "this", "own", "master", "root", "parallel", "data_parallel", "tensor", "pipeline", "expert"))
 #: Words a script abbreviates in one place and spells out in another (``ckpt_rank``, ``final/checkpoint``).
-_ALIASES = {"ckpt": ("checkpoint",), "checkpoint": ("ckpt",), "eval": ("evaluation",), "val": ("validation",),
+_ALIASES = {"ckpt": ("checkpoint",), "checkpoint": ("ckpt",), "eval": ("evaluation", "val", "validation"),
+            "val": ("validation", "eval", "evaluation"),
             "hb": ("heartbeat",), "heartbeat": ("hb",), "prep": ("prepare", "preparation"), "stats": ("statistics",)}
 _WRITES = ("artifact_write", "train_phase")
 
@@ -151,11 +152,13 @@ def _role_of(job: JobModel, reader: int, gave_up: list[Event], paths: list[str])
     for ev in job.by_kind("job_role"):
         for m in _ROLE.finditer(ev.text):
             role, rank = m.group("role").lower(), int(m.group("rank"))
-            if role in _NO_ROLE or rank == reader or rank not in job.known_ranks():
+            parts = [w for w in role.split("_") if w]
+            if role in _NO_ROLE or _NO_ROLE & set(parts) or rank == reader or rank not in job.known_ranks():
                 continue
-            if role in words or any(a in words for a in _ALIASES.get(role, ())):
+            # (a role of several words, "heldout_prep_rank", is named by any of its words of three letters or more)
+            if any(w in words or any(a in words for a in _ALIASES.get(w, ())) for w in parts if len(w) >= 3):
                 cands.setdefault(rank, Owner(rank, ev, f"the job's config makes it the {role} rank "
-                                                       f"({m.group(0)}), and the reader failed in its {role}"))
+                                                       f"({role}_rank {rank}), and the reader failed in its {role.replace('_', ' ')}"))
     return _one(cands)
 
 

@@ -243,7 +243,10 @@ def left_early(job: JobModel) -> dict[int, list[Event]]:
     listed = {r for t in tables.values() for r in t}
     # Past the last rank listed only when the nodes are known to be several (each with its table):
     # one table and one host seen may be one node of a job whose other nodes left no log here.
-    nodes = len({host for _f, host in tables} | set(job.hosts))
+    # (a node known only by its console's name counts: the one whose whole console just ends, killed with its node)
+    seen = {host for _f, host in tables} | set(job.hosts)
+    short = {str(h).split(".", 1)[0] for h in seen if h}
+    nodes = len(seen) + len({n.split(".", 1)[0] for f in job.files if (n := node_name(job, f))} - short)
     world = job.ranks_expected if job.ranks_expected and not job.partial_logs else None
     per_node = world // nodes if world and nodes > 1 and len(tables) == nodes and world % nodes == 0 else None
     # A rank whose own lines are in the console of the one agent whose table is in that file, and
@@ -303,9 +306,8 @@ def host_of_rank(job: JobModel, e: Ending) -> str | None:
         return e.state.host
     if e.rank in job.rank_hosts:
         return job.rank_hosts[e.rank]
-    if e.left:
-        hosts = {ev.get("host") for ev in left_early(job).get(e.rank, ())} - {None}
-        return next(iter(hosts)) if len(hosts) == 1 else None
+    if e.left and len(hosts := {ev.get("host") for ev in left_early(job).get(e.rank, ())} - {None}) == 1:
+        return next(iter(hosts))  # (else its files' node, below: a console named after it)
     if e.state is None and e.how == "killed":  # stopped by its node's launcher: that launcher's host
         hosts = {ev.host or file_host(job, ev.file) for ev in launcher_kills(job).get(e.rank, ())}
         if len(hosts) == 1 and None not in hosts:
