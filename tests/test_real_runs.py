@@ -74,7 +74,8 @@ KNOWN_WRONG = {
     "t76_nodekill_n2_3x2_tee": "node sc-gpu-303 is lost whole (agent and both workers SIGKILLed): its console stops "
                                "at step 45 with no traceback and no table, the two surviving tables list ranks 0-3 "
                                "only and every surviving rank loses a peer; its unranked lines are not tied to ranks "
-                               "4-5, which are read as one rank that left early on another node",
+                               "4-5 (counted as a node since session 25, the console named after it no longer makes "
+                               "rank 4 one that left early on sc-gpu-302), and no rank is singled out",
     "t82_timeout_n1_2x2_redirect": "dgx-q-06's ranks run with a 15 s process-group timeout where the job uses 60 s "
                                    "(dgx-q-06.log:15-16 against dgx-q-05.log:15-16, the scripts' own banners): they "
                                    "give up while rank 0 uploads a checkpoint for 22 s (dgx-q-05.log:30-31); the "
@@ -361,6 +362,24 @@ KNOWN_WRONG = {
                                                 "0 (:2) writes it and carried on ('checkpoint saved', :55): only the "
                                                 "reader's own INFO line, which no pattern keeps, names the lease as the "
                                                 "checkpoint rank's",
+    "t484_kill_r1_n2el_mr1_scratch_rank0_split": "spot-kws-a's agent: 'failed (exitcode: -9) local_rank: 1 (pid: 14719)' "
+                                                 "(spot-kws-a.err:2) on the node whose rank 0 says local_rank=0 "
+                                                 "group_rank=0 (spot-kws-a.out:1): its local rank 1 is global rank 1, "
+                                                 "which logs nothing (only rank 0 does); the -9 is given to rank 0, the "
+                                                 "one rank with lines there",
+    "t485_skip_r2_tp2dp2_2n_rank_tee": "rank 2 warned it skipped step 12's micro-batch 1 (tp-w8.log:17) and went on to the "
+                                       "tensor-parallel all_reduce (:35, :42), while rank 3 timed out in the broadcast "
+                                       "whose source is rank 2 (:24, :31): the odd call site is the victim's, and the one "
+                                       "rank that left the common path says so in its warning",
+    "t486_hang_r0_2x1_previous_compose": "compose prefixes ('trainer-1  | ') on both nodes: trn-c1.compose.log:1-2 start "
+                                         "rank 0 with --node-rank 0, its last line is step 20 (:15) before the outside "
+                                         "SIGTERM (:16-17); trn-c2's rank 1 timed out (trn-c2.compose.log:26, its table "
+                                         ":54-55): the right rank, but read on trn-c2, the one host the records name",
+    "t486_kill_r0_w3_cut_crlf": "the hand-over is a console copied by dd onto a full disk ('No space left on device', "
+                                "job-2749.out:2, :6): train-2749.log is 4096 bytes and stops mid-line at step 24 with "
+                                "every rank healthy, ten steps before the kill; nothing handed over names a rank (the "
+                                "helper's advice: no_culprit, left as labelled before judging), and the report should "
+                                "say the copy is cut short",
     "t440_types_r1_w2_says_printrank_rsag_detail_split": "two ranks, DETAIL: ALLREDUCE TensorShape=[7] on rank 1 "
                                                          "against [8] on rank 0 at SequenceNumber=42 "
                                                          "(console.err:18, :30); only rank 1's own list of 7 "

@@ -83,8 +83,10 @@ def lock_holder_failures(job: JobModel, out: list[Failure]) -> list[Failure]:
         owner.how = f"rank {waiter}'s error is about what this rank makes for it: {owner.how} ({gave_up.text[:160]})"
     st = job.known_ranks().get(owner.rank)
     own = owner.event if global_rank(job, owner.event) == owner.rank else None  # (not the reader's line's host)
+    # (an owner tied by a pid, a name or a role may have logged no failure before the reader's: not "failed first")
     holder = Failure(rank=owner.rank, state=st, host=rank_host(job, st, own), category="exception",
-                     what=owner.how, events=[owner.event, gave_up] if owner.event is not gave_up else [gave_up])
+                     what=owner.how, events=[owner.event, gave_up] if owner.event is not gave_up else [gave_up],
+                     doing=None if said else "is the likeliest cause")
     return [holder] + [f for f in out if f is not wait and f.rank != owner.rank]
 
 
