@@ -41,7 +41,7 @@ BROKEN_READ = re.compile(
 #: A reader's error that says the file another rank should have made is not there.
 MISSING_FILE = re.compile(r"FileNotFoundError|No such file or directory|did not appear")
 #: A lock's holder named in the waiter's error: "held by vm:3728", "owner: cpu-b2 8087", "locked by pid 4711".
-_HOLDER = re.compile(r"(?:held|locked|owned) by|owner:?|holder:?")
+_HOLDER = re.compile(r"\b(?:(?:held|locked|owned) by|owner:?|holder:?)")
 _HOLDER_AT = re.compile(r" ?(?:pid )?(?:(?P<host>[A-Za-z][\w.-]{0,252})[ :])?(?:pid )?(?P<pid>\d{2,10})\b")
 #: A path's file or directory name that carries a rank: ``rank-0.json``, ``rank3``, ``hb_rank_2.txt``.
 _RANK_IN_NAME = re.compile(r"(?<![A-Za-z])rank[-_]?(\d{1,6})(?!\d)")
