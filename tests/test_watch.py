@@ -227,13 +227,13 @@ def test_the_packed_runs_left_out_of_the_live_comparison_are_t71s_and_t164s():
     # zip; t401: a zipped --log-dir tree, a tar.gz cut short on a full disk; t407: a renamed zip; t414: a gzipped console;
     # t418: two nodes' run folders zipped, a gzipped console beside a tar.gz; t430: a --log-dir tree by tar czf; t439: a
     # console by gzip -9 and its --log-dir tree by zip -r -m, a gzipped console, a --log-dir tree by tar czf; t449: a
-    # --log-dir folder by zip -r -m, two nodes' consoles by gzip -9 -c
+    # --log-dir folder by zip -r -m, two nodes' consoles by gzip -9 -c; t486: a --log-dir tree by tar czf (CR LF inside)
     assert {p.name.split("_", 1)[0] for p in ALL_RUNS if _packed(p)} == {"t71", "t164", "t171", "t177", "t209", "t211",
                                                                          "t236", "t245", "t254", "t263", "t268",
                                                                          "t277", "t293", "t305", "t317", "t341",
                                                                          "t353", "t365", "t377", "t389",
                                                                          "t401", "t407", "t414", "t418", "t430",
-                                                                         "t439", "t449"}
+                                                                         "t439", "t449", "t486"}
 
 
 def test_the_exports_left_out_of_the_live_comparison_are_t153s_kibana_ones_and_t166s():
