@@ -30,6 +30,7 @@ from ..events import Event
 from ..model import JobModel
 from .facts import global_rank, int_in, record_text
 from .pids import state_for_pid
+from .tracebacks import EXCEPTION_LINES, frames_above
 
 #: A reader's error that says the file it read was cut short or corrupt (not that it could not be opened).
 BROKEN_READ = re.compile(
@@ -169,15 +170,10 @@ def _context_words(job: JobModel, reader: int, gave_up: list[Event], paths: list
     names: list[str] = ["/".join(p.rstrip("/").split("/")[-2:]) for p in paths]  # (not /data/ or /scratch/ above)
     names += [str(e.get("key") or "") for e in gave_up]
     names += re.findall(r"keys?: ([^\s,]{1,400})", " ".join(e.text for e in gave_up))
-    first = gave_up[0]
-    st = job.known_ranks().get(reader)
-    for e in reversed(st.events if st is not None else []):
-        if e.file != first.file or e.line >= first.line:
-            continue
-        if e.kind == "traceback_start" or first.line - e.line > 200:
-            break
-        if e.kind == "py_script_frame":
-            names.append(str(e.get("func") or ""))
+    evs = st.events if (st := job.known_ranks().get(reader)) is not None else []
+    i = next((k for k in range(len(evs) - 1, -1, -1) if evs[k] is gave_up[0]), None)
+    names += [str(f.get("func") or "") for f in (frames_above(evs, i, EXCEPTION_LINES) if i is not None else ())
+              if f.kind == "py_script_frame"]
     return {w.lower() for n in names for w in re.split(r"[_/.\-\s]+", n) if len(w) >= 2}
 
 

@@ -180,7 +180,7 @@ def frames_above(evs: list[Event], i: int, stop: frozenset[str]) -> Iterator[Eve
 
 
 #: Where a traceback's frames end going outwards: another exception's line.
-_EXCEPTIONS = frozenset(("python_exception",))
+EXCEPTION_LINES = frozenset(("python_exception",))
 
 
 def where_signal_found(job: JobModel, ev: Event) -> list[Event] | None:
@@ -193,7 +193,7 @@ def where_signal_found(job: JobModel, ev: Event) -> list[Event] | None:
     i = next((k for k in range(len(st.events) - 1, -1, -1) if st.events[k] is ev), None)
     if i is None:
         return None
-    frames = list(frames_above(st.events, i, _EXCEPTIONS))
+    frames = list(frames_above(st.events, i, EXCEPTION_LINES))
     handler = next((k for k, f in enumerate(frames) if f.kind == "py_signal_frame"), None)
     if handler is None:
         return None
