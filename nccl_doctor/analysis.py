@@ -17,7 +17,7 @@ from typing import Any
 from .discover import InputError, InputFile, discover
 from .events import Event, Skipped
 from .evidence.outside import stopped_from_outside
-from .evidence.status import assign_statuses
+from .evidence.status import assign_statuses, consequence_statuses
 from .findings import Finding, Severity
 from .model import JobModel, build_job
 from .model.hosts import as_written
@@ -272,6 +272,7 @@ def analyze_scans(scans: list[FileScan], skipped: list[Skipped], *, select=None,
                      "preemption, a scheduler's time limit or cancel, an operator; not a failure of the job")
     notes += restore_order(job, findings)  # (newest-first files: their own line numbers from here on)
     verdict, last = _verdict(job, findings)
+    consequence_statuses(job, verdict)  # (after the verdict: a rank it names is no consequence)
     inputs = {
         "files": len(read),
         "lines": sum(s.lines for s in read),

@@ -312,6 +312,11 @@ KINDS: dict[str, str] = {
     "text holds every role the line gives (evidence.artifact: who owns what a reader failed on)",
     "artifact_write": "verb, path: a record that a rank wrote, saved or copied a file for others ('stats written to "
     "/run/stats.json', 'async EMA save to /run/ema/epoch-001.pt started'): evidence.artifact",
+    "nonfinite_value": "value: a record holding a metric that is not a number ('recall bare nan', 'validation from "
+    "rank 2: ... nan'): where a non-finite value showed first, and from which rank (evidence.numerics)",
+    "artifact_read": "verb, path: a record that a rank waits for, reads or checks a file ('waiting for "
+    "/run/ckpt/.sync.lock', 'lease /run/ckpt/LEASE is held'): the file a reader's next traceback failed on "
+    "(evidence.artifact)",
     "checkpoint_none": "path (when printed): no checkpoint to resume from, the run starts from scratch (Megatron "
     "'WARNING: could not find the metadata file <path>' / 'will not load any checkpoints and will start from random', "
     "'No checkpoint found [in <path>]')",

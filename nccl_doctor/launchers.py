@@ -186,7 +186,7 @@ class LauncherStripper:
             fields["rank"] = int(g["rank"])
         if g.get("mp_n") is not None and int(g["mp_n"]) > 0:  # multiprocessing's 1-based counter of spawn's workers
             fields["rank"] = int(g["mp_n"]) - 1
-        for key in ("rank_kv", "rank_sp", "rank_nc"):  # (other spellings of the rank in one prefix: "rank=2", "rank 2:")
+        for key in ("rank_kv", "rank_sp", "rank_nc", "rank_lg"):  # (other spellings of the rank in one prefix: "rank=2", "rank 2:")
             if g.get(key) is not None:
                 fields["rank"] = int(g[key])
         for key in ("local_rank", "lr_pipe", "lr_frac", "lr_host"):  # (one group per spelling of a label)
@@ -231,7 +231,7 @@ def _names_itself(lc: Launcher, g: dict, fields: dict) -> bool:
     where the host so far is only a collector's label (every prefix before it a collector's)."""
     if lc.name in _COLLECTORS or "host" not in fields:
         return False
-    if all(g.get(k) is None for k in ("rank", "rank_kv", "rank_sp", "rank_nc", "pid", "pid_b")):
+    if all(g.get(k) is None for k in ("rank", "rank_kv", "rank_sp", "rank_nc", "rank_lg", "pid", "pid_b")):
         return False
     return all(name in _COLLECTORS for name in fields["launchers"][:-1])
 

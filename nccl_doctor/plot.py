@@ -23,7 +23,7 @@ RANK_ROWS = 128
 GROUP_ROWS = 48
 OUTLIERS = 24
 STATUS_COLOR = {"failed": "#d62728", "timed_out": "#ff7f0e", "silent": "#9467bd", "lagging": "#17becf",
-                "ok": "#2ca02c"}
+                "echo": "#bcbd22", "ok": "#2ca02c"}
 MARK_STYLE = {  # marker, colour, size, label
     "stage": ("|", "#9a9a9a", 40, "init stage"),
     "collective": (".", "#1f5fbf", 40, "collective (SeqNum)"),
@@ -97,7 +97,7 @@ def _outliers(df: pd.DataFrame) -> list[int]:
     far = (df["end"] - med).abs() > 0.05 * spread
     score = pd.Series(0.0, index=df.index)
     score += df["is_last"] * 100
-    score += (df["status"] != usual) * (10 - df["status"].map(STATUSES.index).fillna(4))
+    score += (df["status"] != usual) * (10 - df["status"].map(STATUSES.index).fillna(len(STATUSES) - 1))
     score += far * (1 + (df["end"] - med).abs() / spread)
     picked = score[score > 0].sort_values(ascending=False, kind="stable")
     return picked.index[:OUTLIERS].tolist()

@@ -23,7 +23,9 @@ from .model.job import _STAGE_OF, STAGES, TIMEOUT_KINDS, JobModel, RankState, pg
 from .report.reach import last_coll, main_pg, reach_label, stage_label
 
 #: Worst first; the order of filters and legends.
-STATUSES = ("failed", "timed_out", "silent", "lagging", "ok")
+STATUSES = ("failed", "timed_out", "silent", "lagging", "echo", "ok")
+#: Statuses that name nobody: a job of only these has no rank the statuses single out.
+UNSINGLED = frozenset(("ok", "echo"))
 #: Mark kinds, in drawing order (later ones are drawn on top of earlier ones at the same place).
 MARKS = ("stage", "collective", "last", "warning", "timeout", "error")
 WARNING_KINDS = frozenset({"nccl_warn", "nccl_ras", "nccl_ib_async", "nccl_svc_closed", "nccl_propagate",
@@ -121,7 +123,9 @@ def build(report: Any) -> Timeline:
     counter, base = _main_counter(states, own)
     progress = [{"last_seq": r.last_seq, "last_enqueued": r.enqueued, "last_coll": last_coll(r)} for r in states]
     pg = main_pg(progress)
-    trusted = any(r.status != "ok" for r in states)  # the model assigned statuses: use them as they are
+    # The model assigned statuses: use them as they are. (An echo alone singles nobody out: the ranks
+    # still "ok" beside it may be told silent or lagging by their lines, as when all were "ok".)
+    trusted = any(r.status not in UNSINGLED for r in states)
     rows: list[dict[str, Any]] = []
     marks: list[tuple] = []
     for i, r in enumerate(states):
@@ -318,6 +322,7 @@ def _rank_row(r: RankState, counter: str | None, base: int | None,
         marks.append(("last", x, ll.ts if ll.ts is not None else last_ts, None, None, ll.file, ll.line,
                       "last line", ll.text))
     status = r.status
+    derive = derive and status == "ok"  # (an echo is the model's word on that rank: kept)
     if derive and first_timeout is not None:
         status = "failed" if first_error is not None and _before(first_error, first_timeout) else "timed_out"
     elif derive and first_error is not None:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .timeline import SILENT_AFTER_S, Timeline, row_dict
+from .timeline import SILENT_AFTER_S, UNSINGLED, Timeline, row_dict
 
 
 def _statuses(ranks: pd.DataFrame) -> None:
@@ -43,7 +43,7 @@ def _last_rank(tl: Timeline, given: dict | None) -> dict[str, Any] | None:
         return {"rows": rows, "ranks": want, "host": given.get("host"), "why": given.get("why", ""),
                 "source": "verdict"}
     present = ranks[~ranks["missing"]]
-    if len(present) < 2 or (ranks["status"] == "ok").all():  # nothing went wrong: nobody to name
+    if len(present) < 2 or ranks["status"].isin(UNSINGLED).all():  # nothing singles a rank out: nobody to name
         return None
     lo, hi = present["progress"].min(), present["progress"].max()
     behind = present[present["progress"] == lo]

@@ -56,7 +56,7 @@ def test_package_ships_types_and_schema():
     pkg = files("nccl_doctor")
     assert pkg.joinpath("py.typed").is_file()
     assert pkg.joinpath("report.schema.json").is_file()
-    assert nccl_doctor.schema()["properties"]["schema_version"] == {"const": 2}
+    assert nccl_doctor.schema()["properties"]["schema_version"] == {"const": 3}
 
 
 def test_analyze_returns_typed_report():

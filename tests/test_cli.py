@@ -28,7 +28,7 @@ def test_json_contract_on_a_generated_hang():
     assert r.returncode == 1
     d = json.loads(r.stdout)
     expected = json.loads((HANG / "expected.json").read_text())
-    assert d["schema_version"] == 2 and d["tool"]["name"] == "nccl-doctor"
+    assert d["schema_version"] == 3 and d["tool"]["name"] == "nccl-doctor"
     assert d["job"]["ranks_expected"] == expected["ranks_expected"]
     assert d["job"]["hosts"] == expected["hosts"]
     assert {f["rule"] for f in d["findings"]} >= set(expected["rules"])

@@ -118,7 +118,21 @@ def test_a_json_file_that_is_not_a_report_is_one_line(tmp_path):
     bad = tmp_path / "r.json"
     bad.write_text(json.dumps({"schema_version": 1, "tool": {"name": "nccl-doctor"}}))
     r = run("plot", str(bad), "-o", str(tmp_path / "t.png"))
-    assert r.returncode == 2 and "schema version 2" in r.stderr and r.stderr.count("\n") == 1
+    assert r.returncode == 2 and "schema version 2 or 3" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_a_saved_version_2_report_still_loads(tmp_path):
+    """Version 3 only added the status "echo": a report saved by the version before reads back as it was."""
+    from nccl_doctor.report.load import report_from_json
+
+    saved = tmp_path / "r.json"
+    assert run("analyze", "--format", "json", "-o", str(saved), str(HANG)).returncode == 1
+    d = json.loads(saved.read_text())
+    assert d["schema_version"] == 3 and "echo" not in {r["status"] for r in d["ranks"]}  # (no echo in this hang)
+    d["schema_version"] = 2
+    saved.write_text(json.dumps(d))
+    again = report_from_json(str(saved))
+    assert [r.status for r in again.job.ranks] == [r["status"] for r in d["ranks"]]
 
 
 def test_readme_shows_current_output(monkeypatch):

@@ -357,11 +357,6 @@ KNOWN_WRONG = {
                                                    "aborts in gloo ('16 vs 8 ... size doesn't match', :11; torchrun's root "
                                                    "cause, SIGABRT, :54-59): the one rank whose logged list shrank; DSY1 "
                                                    "names none",
-    "t479_lease_trunc_a0_b1_w3_logrank_split": "rank 1's JSONDecodeError (console.err:54) is its read of the checkpoint "
-                                                "lease it said it was checking (:33, ckpt/LEASE); the config's ckpt_rank "
-                                                "0 (:2) writes it and carried on ('checkpoint saved', :55): only the "
-                                                "reader's own INFO line, which no pattern keeps, names the lease as the "
-                                                "checkpoint rank's",
     "t484_kill_r1_n2el_mr1_scratch_rank0_split": "spot-kws-a's agent: 'failed (exitcode: -9) local_rank: 1 (pid: 14719)' "
                                                  "(spot-kws-a.err:2) on the node whose rank 0 says local_rank=0 "
                                                  "group_rank=0 (spot-kws-a.out:1): its local rank 1 is global rank 1, "

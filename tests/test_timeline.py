@@ -19,7 +19,7 @@ def test_one_row_per_rank_grouped_by_host():
     assert tl.n == 16
     assert list(tl.ranks["rank"]) == list(range(16))
     assert list(tl.ranks["host"].unique()) == [f"gpu-node-{i:02d}" for i in range(4)]
-    assert tl.status_counts() == {"failed": 1, "timed_out": 15, "silent": 0, "lagging": 0, "ok": 0}
+    assert tl.status_counts() == {"failed": 1, "timed_out": 15, "silent": 0, "lagging": 0, "echo": 0, "ok": 0}
 
 
 def test_hosts_in_natural_order():

@@ -39,6 +39,13 @@ BROKEN_READ = re.compile(
     r"[Cc]ould only read \d+ elements|Failed to read all data|Ran out of input|EOFError|pickle data was truncated|"
     r"UnpicklingError|BadZipFile|[Nn]ot a zip file|[Uu]nexpected end of (?:file|data|stream|JSON input)|"
     r"[Tt]runcated (?:file|archive|header|data)|SafetensorError|EmptyDataError|No columns to parse")
+#: A reader's error that says what it read had the wrong shape (a line of three fields where it wants four, a number
+#: that is not one): a file cut short or garbled, when a tie shows another rank makes what it read (not by itself:
+#: the same words come of a rank's own bug).
+MALFORMED = re.compile(r"(?:not enough|too many) values to unpack|could not convert string to (?:float|int)|"
+                       r"invalid literal for int\(\)|dictionary update sequence element")
+#: torch.load's reader failing on its zip archive: the file was written by torch.save, most often a checkpoint.
+_TORCH_ARCHIVE = re.compile(r"PytorchStreamReader failed|failed finding central directory")
 #: A reader's error that says the file another rank should have made is not there.
 MISSING_FILE = re.compile(r"FileNotFoundError|No such file or directory|did not appear")
 #: A lock's holder named in the waiter's error: "held by vm:3728", "owner: cpu-b2 8087", "locked by pid 4711".
@@ -112,7 +119,7 @@ def _named_after(job: JobModel, reader: int, gave_up: list[Event], paths: list[s
 
 def _killed_writing(job: JobModel, reader: int, gave_up: list[Event], paths: list[str]) -> Owner | bool | None:
     """The rank that died by a signal (not the launcher's SIGTERM) with a save or write as its last line."""
-    if not any(BROKEN_READ.search(e.text) or MISSING_FILE.search(e.text) for e in gave_up):
+    if not any(BROKEN_READ.search(e.text) or MISSING_FILE.search(e.text) or MALFORMED.search(e.text) for e in gave_up):
         return None
     cands: dict[int, Owner] = {}
     for ev in job.by_kind("elastic_failed", "elastic_cfe"):
@@ -169,11 +176,19 @@ def _context_words(job: JobModel, reader: int, gave_up: list[Event], paths: list
     ``_ / . -``."""
     names: list[str] = ["/".join(p.rstrip("/").split("/")[-2:]) for p in paths]  # (not /data/ or /scratch/ above)
     names += [str(e.get("key") or "") for e in gave_up]
+    # (what torch.save wrote and torch.load failed on, with no name in the error: most often a checkpoint)
+    names += ["checkpoint" for e in gave_up[:1] if _TORCH_ARCHIVE.search(e.text)]
     names += re.findall(r"keys?: ([^\s,]{1,400})", " ".join(e.text for e in gave_up))
     evs = st.events if (st := job.known_ranks().get(reader)) is not None else []
     i = next((k for k in range(len(evs) - 1, -1, -1) if evs[k] is gave_up[0]), None)
-    names += [str(f.get("func") or "") for f in (frames_above(evs, i, EXCEPTION_LINES) if i is not None else ())
-              if f.kind == "py_script_frame"]
+    frames = list(frames_above(evs, i, EXCEPTION_LINES)) if i is not None else []
+    names += [str(f.get("func") or "") for f in frames if f.kind == "py_script_frame"]
+    # The reader's own line right above its traceback, when it says which file it was waiting for or reading
+    # ("waiting for /run/ckpt/.sync.lock"): the file its error (a JSONDecodeError, a bad unpack) is about.
+    top = i - len(frames) - 1 if i is not None else -1
+    said = evs[top - 1] if top >= 1 and evs[top].kind == "traceback_start" else None
+    if said is not None and said.kind == "artifact_read" and said.file == evs[top].file:
+        names.append("/".join(str(said.get("path") or "").rstrip("/").split("/")[-2:]))
     return {w.lower() for n in names for w in re.split(r"[_/.\-\s]+", n) if len(w) >= 2}
 
 

@@ -118,8 +118,10 @@ def endings(job: JobModel) -> dict[int, Ending]:
 def _logged_echo(ev: Event) -> bool:
     """A logged error that quotes a lost peer or a wait that timed out ("evaluation sync failed after step 20:
     ... Connection closed by peer"): the rank's record of an echo, as its traceback would be."""
+    if ev.kind != "log_error":
+        return False  # (before the text: endings asks this of every event of every rank)
     text = record_text(ev)
-    return ev.kind == "log_error" and (_PEER_GONE.search(text) is not None or _WAITED.search(text) is not None)
+    return _PEER_GONE.search(text) is not None or _WAITED.search(text) is not None
 
 
 @_per_job

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ..events import Event
 from ..model import JobModel
-from .facts import fmt_ranks, global_rank
+from .facts import fmt_ranks, global_rank, plural
 from .failure_record import Failure
 
 #: A failure about a non-finite value.
@@ -35,6 +35,7 @@ class Spread:
     source: int
     events: list[Event]  # the source's first signs
     what: str
+    sent: bool = False  # the value reached the others as the source's own (a broadcast), not through an all-reduce
 
 
 def numeric_spread(job: JobModel, failed: dict[int, str]) -> Spread | None:
@@ -56,13 +57,42 @@ def numeric_spread(job: JobModel, failed: dict[int, str]) -> Spread | None:
         (r, evs), = warned.items()
         if r not in first:
             first[r] = (math.inf, 1, evs[:2], f"its own warning, which no other rank printed: {evs[0].text[:160]}")
+    relayed = _relayed_from(job)
+    if relayed is not None and relayed[0] not in first:
+        r, evs, why = relayed
+        first[r] = (math.inf, 2, evs, why)
     if not first:
         return None
     best = min(first.values(), key=lambda v: v[:2])
     sources = [r for r, v in first.items() if v[:2] == best[:2]]
     if len(sources) != 1 or (len(failed) == 1 and sources[0] in failed):
         return None
-    return Spread(sorted(failed), sources[0], best[2], best[3])
+    return Spread(sorted(failed), sources[0], best[2], best[3], sent=best[1] == 2)
+
+
+#: A record's word for where its value came from ("validation from rank 2: ... nan").
+_FROM_RANK = re.compile(r"\bfrom [Rr]ank[ :=#]?(\d{1,7})\b")
+
+
+def _relayed_from(job: JobModel) -> tuple[int, list[Event], str] | None:
+    """(rank, its first record of a non-finite value and a receiver's, why) when one rank's first such record
+    is its own ("epoch 1 validation: ... bare nan; broadcast to 3 ranks") and every other rank's first says it
+    had the value from that rank ("validation from rank 2: ... bare nan"): a value it computed and sent, not an
+    all-reduce's; else None."""
+    firsts: dict[int, tuple[tuple, Event]] = {}
+    for e in job.by_kind("nonfinite_value"):
+        r = global_rank(job, e)
+        key = (e.ts is None, e.ts or 0.0, e.line)
+        if r is not None and (r not in firsts or key < firsts[r][0]):
+            firsts[r] = (key, e)
+    named = {r: int(m.group(1)) for r, (_k, e) in firsts.items() if (m := _FROM_RANK.search(e.text))}
+    own = [r for r in firsts if r not in named]
+    if len(firsts) < 2 or len(own) != 1 or set(named.values()) != {own[0]}:
+        return None
+    src = own[0]
+    said, heard = firsts[src][1], firsts[min(named)][1]
+    return src, [said, heard], (f"its own record shows the non-finite value first (\"{said.text[:120]}\"), and "
+                                f"{plural(len(named), 'rank')} say they had it from rank {src}")
 
 
 def _off_losses(job: JobModel) -> dict[int, tuple[int, Event, str]]:
@@ -99,7 +129,8 @@ def spread_what(spread: Spread) -> str:
     if n == 1:  # the one rank that stopped the job on it, another rank's value
         return (f"a non-finite value that rank {spread.failed[0]} stopped the job on came from rank "
                 f"{spread.source}: {spread.what}")
-    return (f"a non-finite value that the all-reduce spread to {n} ranks ({fmt_ranks(spread.failed)}), which "
+    carrier = "reached" if spread.sent else "the all-reduce spread to"
+    return (f"a non-finite value that {carrier} {n} ranks ({fmt_ranks(spread.failed)}), which "
             f"failed alike: it came from rank {spread.source}: {spread.what}")
 
 

@@ -1,10 +1,14 @@
-"""Each rank's status from cross-rank evidence: ok | timed_out | failed | silent | lagging.
+"""Each rank's status from cross-rank evidence: ok | timed_out | echo | failed | silent | lagging.
 
 * failed: the rank's own error is a cause (a crash, not the echo of someone else's failure);
 * lagging: behind the SeqNum the others waited in, or named by a desync report;
 * silent: wrote nothing / stopped early with no error while the others went on (or went away
   with their node);
-* timed_out: it waited in a collective (or its watchdog was killed) - a consequence;
+* timed_out: it waited (in a collective, at the store, at a barrier) until it gave up, or its
+  watchdog was killed - a consequence;
+* echo: it ended in an error that is what it saw of another's failure (a peer that closed the
+  connection, an aborted communicator, a lock another rank kept, a file it should have made): a
+  consequence too, never "ok", which an engineer reads as healthy;
 * ok: none of these.
 
 A rank that failed and then also timed out is "failed"; the order below is the precedence.
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 from ..model import JobModel
 from . import facts
+from .endings import endings
 from .nodeloss import store_node_lost
 
 
@@ -54,3 +59,22 @@ def assign_statuses(job: JobModel) -> None:
         if status is None and id(r) in timed:
             status = "timed_out"
         r.status = status or "ok"
+
+
+#: An ending that is a consequence of another's failure -> its status (endings.Ending.how).
+_CONSEQUENCE = {"timeout": "timed_out", "echo": "echo"}
+
+
+def consequence_statuses(job: JobModel, verdict: dict | None) -> None:
+    """Ranks still "ok" whose ending is a consequence (endings: they gave up waiting at the store or a
+    barrier; their error is a lost peer or what they read of another's fault) get that
+    status, once the verdict is known: a rank the verdict names is left as it is (a late arrival's
+    only error is a closed connection, yet it is the one the others waited for)."""
+    named = set(verdict.get("ranks") or ()) if verdict else set()
+    hosts = set(verdict.get("hosts") or ()) if verdict and not named else set()
+    for end in endings(job).values():
+        st = end.state
+        if st is None or st.status != "ok" or end.how not in _CONSEQUENCE or end.rank in named \
+                or (hosts and st.host in hosts):
+            continue
+        st.status = _CONSEQUENCE[end.how]

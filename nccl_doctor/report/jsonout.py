@@ -1,4 +1,9 @@
-"""The JSON contract (schema_version 2); the library's ``Report.to_dict()`` returns the same dict.
+"""The JSON contract (schema_version 3); the library's ``Report.to_dict()`` returns the same dict.
+
+Version 3 (from 2): ``ranks[].status`` may be ``echo``: the rank ended in an error that is what it
+saw of another's failure (version 2 called such a rank ``ok``), and ``timed_out`` also covers a
+rank that gave up waiting at the store, a barrier or a lock. Nothing else changed: a version-2
+report is read as it was.
 
 Version 2 (from 1): ``verdict`` has ``headline`` (one line: who, what, what followed, the rules)
 and ``rules`` (the findings it joins, in causal order); ``ranks[]`` has ``last_coll`` (the rank's
@@ -18,7 +23,9 @@ from .. import __version__
 from .reach import last_coll
 from .safe import plain
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+#: The versions a saved report may have to be read back (version 3 only adds a status).
+READABLE_VERSIONS = (2, 3)
 
 
 def _rank_dict(r) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from ..discover import InputError
 from ..events import Event, LastLine
 from ..findings import Evidence, Finding, Severity
 from ..model.job import STAGES, JobModel, RankState
-from .jsonout import SCHEMA_VERSION
+from .jsonout import READABLE_VERSIONS
 
 #: A saved report larger than this is refused (a 16k-rank report is about 30 MB).
 MAX_BYTES = 1 << 30
@@ -63,10 +63,10 @@ def report_from_json(path: str) -> Report:
             d = json.load(fh)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"{path}: not a readable JSON report ({exc})") from None
-    if not isinstance(d, dict) or d.get("schema_version") != SCHEMA_VERSION or \
+    if not isinstance(d, dict) or d.get("schema_version") not in READABLE_VERSIONS or \
             (d.get("tool") or {}).get("name") != "nccl-doctor":
         version = d.get("schema_version") if isinstance(d, dict) else None
-        raise InputError(f"{path}: not an nccl-doctor report of schema version {SCHEMA_VERSION} "
+        raise InputError(f"{path}: not an nccl-doctor report of schema version {' or '.join(map(str, READABLE_VERSIONS))} "
                          f"(found {version!r}); run `nccl-doctor analyze --format json -o FILE` again")
     try:
         return _report(d)

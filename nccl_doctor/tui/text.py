@@ -11,7 +11,7 @@ from rich.text import Text
 from ..report.safe import plain
 
 STATUS_STYLE = {"failed": "bold red", "timed_out": "dark_orange", "silent": "magenta", "lagging": "cyan",
-                "ok": "green"}
+                "echo": "yellow", "ok": "green"}
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
