@@ -357,24 +357,26 @@ KNOWN_WRONG = {
                                                    "aborts in gloo ('16 vs 8 ... size doesn't match', :11; torchrun's root "
                                                    "cause, SIGABRT, :54-59): the one rank whose logged list shrank; DSY1 "
                                                    "names none",
-    "t484_kill_r1_n2el_mr1_scratch_rank0_split": "spot-kws-a's agent: 'failed (exitcode: -9) local_rank: 1 (pid: 14719)' "
-                                                 "(spot-kws-a.err:2) on the node whose rank 0 says local_rank=0 "
-                                                 "group_rank=0 (spot-kws-a.out:1): its local rank 1 is global rank 1, "
-                                                 "which logs nothing (only rank 0 does); the -9 is given to rank 0, the "
-                                                 "one rank with lines there",
     "t485_skip_r2_tp2dp2_2n_rank_tee": "rank 2 warned it skipped step 12's micro-batch 1 (tp-w8.log:17) and went on to the "
                                        "tensor-parallel all_reduce (:35, :42), while rank 3 timed out in the broadcast "
                                        "whose source is rank 2 (:24, :31): the odd call site is the victim's, and the one "
                                        "rank that left the common path says so in its warning",
-    "t486_hang_r0_2x1_previous_compose": "compose prefixes ('trainer-1  | ') on both nodes: trn-c1.compose.log:1-2 start "
-                                         "rank 0 with --node-rank 0, its last line is step 20 (:15) before the outside "
-                                         "SIGTERM (:16-17); trn-c2's rank 1 timed out (trn-c2.compose.log:26, its table "
-                                         ":54-55): the right rank, but read on trn-c2, the one host the records name",
     "t486_kill_r0_w3_cut_crlf": "the hand-over is a console copied by dd onto a full disk ('No space left on device', "
                                 "job-2749.out:2, :6): train-2749.log is 4096 bytes and stops mid-line at step 24 with "
                                 "every rank healthy, ten steps before the kill; nothing handed over names a rank (the "
                                 "helper's advice: no_culprit, left as labelled before judging), and the report should "
                                 "say the copy is cut short",
+    "t495_hbfile_trunc_a1_b3_2n_logrank_tee": "rank 3, the health monitor reading every rank's record "
+                                              "(node-q2.log:3), raises JSONDecodeError (:36) in check_hb_records "
+                                              "on a record another rank wrote cut short; neither the error nor any "
+                                              "line says whose (labelled no_culprit), yet the reader is named as "
+                                              "failing first",
+    "t497_wrongsize_r2_pp2dp2_rankcoords_split": "gloo aborts rank 0 on '4608 vs 4096 ... Received data size doesn't "
+                                                 "match' (console.err:1-2, exit -6 :28); the pipeline groups [[0, 2], "
+                                                 "[1, 3]] make rank 2 its only sender, whose traceback stops in "
+                                                 "dist.send of the gradient (:14-18): one extra position sent back; "
+                                                 "only the sequence arithmetic tells the sender from the receiver, "
+                                                 "and the receiver is named (DSY1)",
     "t440_types_r1_w2_says_printrank_rsag_detail_split": "two ranks, DETAIL: ALLREDUCE TensorShape=[7] on rank 1 "
                                                          "against [8] on rank 0 at SequenceNumber=42 "
                                                          "(console.err:18, :30); only rank 1's own list of 7 "

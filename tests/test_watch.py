@@ -233,7 +233,7 @@ def test_the_packed_runs_left_out_of_the_live_comparison_are_t71s_and_t164s():
                                                                          "t277", "t293", "t305", "t317", "t341",
                                                                          "t353", "t365", "t377", "t389",
                                                                          "t401", "t407", "t414", "t418", "t430",
-                                                                         "t439", "t449", "t486"}
+                                                                         "t439", "t449", "t486", "t498"}
 
 
 def test_the_exports_left_out_of_the_live_comparison_are_t153s_kibana_ones_and_t166s():

@@ -98,6 +98,9 @@ def fail_ranks(job: JobModel, ev: Event) -> list[int | None]:
             return [base + int_in(ev.get("local_rank"))]  # the node's echoed torchrun command places its workers
         if ev.kind == "elastic_failed" and int_in(ev.get("local_rank")) is not None and _one_agent_for_all(job):
             return [int_in(ev.get("local_rank"))]  # one agent ran every rank: its local ranks are the ranks
+        if ev.kind == "elastic_failed" and int_in(ev.get("local_rank")) is not None \
+                and (base := _worker_base(job, ev.file)) is not None:
+            return [base + int_in(ev.get("local_rank"))]  # a worker of its node said its rank and local rank
         if ev.kind in ("elastic_failed", "elastic_cfe") and global_rank(job, ev) is None:
             lone = _lone_unseen_rank(job, ev.get("host") or host_of(job, ev) or node_name(job, ev.file))
             if lone is not None:
@@ -125,6 +128,22 @@ def _unseen_rank(job: JobModel) -> tuple[int, set[str | None]] | None:
     missing = [r for r in range(world) if r not in seen]
     hosts = {_short_host(st.host) for st in seen.values()}
     return (missing[0], hosts) if len(missing) == 1 and None not in hosts else None
+
+
+def _worker_base(job: JobModel, file: str) -> int | None:
+    """The first global rank of the node whose console ``file`` is, from its workers' own start-up lines giving their
+    rank and local rank ("rank=0 local_rank=0 group_rank=0 world_size=4") in that console (its ``.out`` beside the
+    agent's ``.err``): torchrun numbers a node's workers in a row, so rank - local rank is the node's first; None when
+    they disagree (consoles joined) or none says."""
+    stem = _console(file)
+    bases = {r - local for e in job.by_kind("rank_world") if _console(e.file) == stem
+             and (r := int_in(e.get("rank"))) is not None and (local := int_in(e.get("own_local"))) is not None}
+    return next(iter(bases)) if len(bases) == 1 and min(bases) >= 0 else None
+
+
+def _console(path: str) -> str:
+    """A console's path without its ``.out`` / ``.err`` / ``.log`` ending: a node's stdout and stderr are one console."""
+    return re.sub(r"\.(?:out|err|log|txt)$", "", path)
 
 
 def _agent_base(job: JobModel, file: str) -> int | None:

@@ -102,9 +102,25 @@ def _labels_tables_split(ranks: list[RankState], rows: dict[int, set[str]], cont
         if len(tables) < 2 and not all(set(r.files) & containers for r in rs):
             continue  # (``containers``: the files under docker compose's "<container>  | " labels)
         only = next(iter(tables)) if len(tables) == 1 else None  # (one container, one node: its ranks no row lists too)
+        named = _consoles_tables_confirm(rs, rows)
         for r in rs:
             hs = rows.get(r.rank, set()) - LOOPBACK
-            r.host = next(iter(hs)) if len(hs) == 1 else only
+            r.host = next(iter(hs)) if len(hs) == 1 else named.get(r.rank, only)
+
+
+def _consoles_tables_confirm(rs: list[RankState], rows: dict[int, set[str]]) -> dict[int, str]:
+    """rank -> the node its console is named after, for the ranks under one label whose consoles are named after
+    nodes, when a table places a rank of one console on the node of that name (``trn-c2.compose.log``'s rank 1 on
+    trn-c2) and the label's ranks sit under two names or more: each console is its node's (a node whose rank the
+    launcher never listed, its agent stopped from outside, is still the one its console is named after)."""
+    stems = {r.rank: {file_stem(f) for f in r.files} for r in rs}
+    if len(set().union(*stems.values())) < 2 or not all(len(s) == 1 and reads_as_node(next(iter(s)))
+                                                         for s in stems.values()):
+        return {}
+    if not any(len(rows.get(r.rank, ())) == 1 and {h.split(".", 1)[0] for h in rows[r.rank]} == stems[r.rank]
+               for r in rs):
+        return {}
+    return {r.rank: next(iter(stems[r.rank])) for r in rs}
 
 
 def labels_that_are_no_host(procs: list[Proc]) -> None:
