@@ -377,6 +377,24 @@ KNOWN_WRONG = {
                                                  "dist.send of the gradient (:14-18): one extra position sent back; "
                                                  "only the sequence arithmetic tells the sender from the receiver, "
                                                  "and the receiver is named (DSY1)",
+    "t506_stuck_r0_w2_says_jsonrank_allreduce_detail_logdir": "two ranks, DETAIL: rank 0 at ALLREDUCE [1] Long "
+                                                              "(console.log:27), rank 1 at [20357] Float (:41), the "
+                                                              "whole flat gradient ('model ready: 20357 parameters'); "
+                                                              "rank 0 alone warned it masked stuck-anemometer records "
+                                                              "just before (:14) and raised in dist.all_reduce(n) "
+                                                              "outside the gradient sync (:15): its extra count; DSY1 "
+                                                              "names none (a lone warning of two ranks counts only "
+                                                              "when it says it skipped a collective)",
+    "t503_prep_exit0_a0_b1_2n_json_logdir": "rank 1's FileNotFoundError for shards/epoch-002/rank-1.pt (cpu-p2.log:19) "
+                                            "is its wait for rank 0's background prep ('shard prep started in the "
+                                            "background: .../shards (pid 24084)', cpu-p1.log:3; the config's "
+                                            "prep_rank 0, :2), which exited 0 before writing it: only the folder and "
+                                            "the word 'prep' tie them, and 'prep' is not a word of the reader's code",
+    "t505_fabric_uploaddead_r0_w4_down_tee": "rank 0's checkpoint-upload thread died ('Exception in thread "
+                                             "ckpt-uploader:', console.log:12-62, URLError connection refused) and its "
+                                             "last step line is 10/40 (:11); the others timed out ~40 s later "
+                                             "(:81, :100, :119) and torchrun SIGTERMed rank 0 (:148-151): it hung in "
+                                             "queue.join() (RK2 + MN3); the right rank is named, as a crash (RK1)",
     "t440_types_r1_w2_says_printrank_rsag_detail_split": "two ranks, DETAIL: ALLREDUCE TensorShape=[7] on rank 1 "
                                                          "against [8] on rank 0 at SequenceNumber=42 "
                                                          "(console.err:18, :30); only rank 1's own list of 7 "
