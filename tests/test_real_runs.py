@@ -395,6 +395,11 @@ KNOWN_WRONG = {
                                              "last step line is 10/40 (:11); the others timed out ~40 s later "
                                              "(:81, :100, :119) and torchrun SIGTERMed rank 0 (:148-151): it hung in "
                                              "queue.join() (RK2 + MN3); the right rank is named, as a crash (RK1)",
+    "t509_reindex_bcast_r3_w4_logrank_split": "rank 3, the data rank, logged 'record index refreshed: 1344 windows' "
+                                              "(console.out:38) and 'sample order drawn over 1344 windows, 1280 "
+                                              "broadcast to 3 ranks' (:42); rank 2 then raised 'index 1298 is out of "
+                                              "bounds ... size 1280' (:47): a corrupt broadcast only the logged counts "
+                                              "tell, as t468_newshard; the receiver is named",
     "t440_types_r1_w2_says_printrank_rsag_detail_split": "two ranks, DETAIL: ALLREDUCE TensorShape=[7] on rank 1 "
                                                          "against [8] on rank 0 at SequenceNumber=42 "
                                                          "(console.err:18, :30); only rank 1's own list of 7 "

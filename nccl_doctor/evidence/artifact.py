@@ -38,7 +38,8 @@ BROKEN_READ = re.compile(
     r"PytorchStreamReader failed|failed finding central directory|file seems not fully written|"
     r"[Cc]ould only read \d+ elements|Failed to read all data|Ran out of input|EOFError|pickle data was truncated|"
     r"UnpicklingError|BadZipFile|[Nn]ot a zip file|[Uu]nexpected end of (?:file|data|stream|JSON input)|"
-    r"[Tt]runcated (?:file|archive|header|data)|SafetensorError|EmptyDataError|No columns to parse")
+    r"[Tt]runcated (?:file|archive|header|data)|(?:file|archive) (?:was |is |looks |seems )?truncated\b|"
+    r"SafetensorError|EmptyDataError|No columns to parse")
 #: A reader's error that says what it read had the wrong shape (a line of three fields where it wants four, a number
 #: that is not one): a file cut short or garbled, when a tie shows another rank makes what it read (not by itself:
 #: the same words come of a rank's own bug).
@@ -163,8 +164,11 @@ def _role_of(job: JobModel, reader: int, gave_up: list[Event], paths: list[str])
             parts = [w for w in role.split("_") if w]
             if role in _NO_ROLE or _NO_ROLE & set(parts) or rank == reader or rank not in job.known_ranks():
                 continue
-            # (a role of several words, "heldout_prep_rank", is named by any of its words of three letters or more)
-            if any(w in words or any(a in words for a in _ALIASES.get(w, ())) for w in parts if len(w) >= 3):
+            # (a role of several words, "heldout_prep_rank", is named by any of its words of three letters or more; a
+            # role's noun by the verb the reader's code or file says: the "miner" rank's "mined/epoch-002.pt")
+            stems = {_stem(w) for w in words}
+            if any(w in words or any(a in words for a in _ALIASES.get(w, ())) or _stem(w) in stems
+                   for w in parts if len(w) >= 3):
                 cands.setdefault(rank, Owner(rank, ev, f"the job's config makes it the {role} rank "
                                                        f"({role}_rank {rank}), and the reader failed in its {role.replace('_', ' ')}"))
     return _one(cands)
@@ -190,6 +194,13 @@ def _context_words(job: JobModel, reader: int, gave_up: list[Event], paths: list
     if said is not None and said.kind == "artifact_read" and said.file == evs[top].file:
         names.append("/".join(str(said.get("path") or "").rstrip("/").split("/")[-2:]))
     return {w.lower() for n in names for w in re.split(r"[_/.\-\s]+", n) if len(w) >= 2}
+
+
+def _stem(word: str) -> str:
+    """A word without the endings a role's noun and the verb of what it makes take ("miner", "mined", "mining":
+    "min"; "loader", "loaded": "load"), when three letters or more are left; else the word itself."""
+    stem = re.sub(r"(?:ers?|ed|ing|e)$", "", word)
+    return stem if len(stem) >= 3 else word
 
 
 def _tail(path: str) -> str:
