@@ -49,6 +49,18 @@ MALFORMED = re.compile(r"(?:not enough|too many) values to unpack|could not conv
 _TORCH_ARCHIVE = re.compile(r"PytorchStreamReader failed|failed finding central directory")
 #: A reader's error that says the file another rank should have made is not there.
 MISSING_FILE = re.compile(r"FileNotFoundError|No such file or directory|did not appear")
+
+
+def read_failure(text: str) -> str | None:
+    """What a reader's error says of the file it read: "broken" (cut short or corrupt), "missing", "garbled" (only a
+    wrong shape: a tie to its owner must say whose), or None."""
+    if BROKEN_READ.search(text):
+        return "broken"
+    if MISSING_FILE.search(text):
+        return "missing"
+    return "garbled" if MALFORMED.search(text) else None
+
+
 #: A lock's holder named in the waiter's error: "held by vm:3728", "owner: cpu-b2 8087", "locked by pid 4711".
 _HOLDER = re.compile(r"\b(?:(?:held|locked|owned) by|owner:?|holder:?)")
 _HOLDER_AT = re.compile(r" ?(?:pid )?(?:(?P<host>[A-Za-z][\w.-]{0,252})[ :])?(?:pid )?(?P<pid>\d{2,10})\b")
@@ -111,7 +123,7 @@ def _one(cands: dict[int, Owner]) -> Owner | bool | None:
 def _named_after(job: JobModel, reader: int, gave_up: list[Event], paths: list[str]) -> Owner | bool | None:
     cands: dict[int, Owner] = {}
     for p in paths:
-        for part in p.rstrip("/").split("/")[-2:]:
+        for part in _last_two(p).split("/"):
             for m in _RANK_IN_NAME.finditer(part):
                 if (r := int(m.group(1))) != reader and r in job.known_ranks():
                     cands.setdefault(r, Owner(r, gave_up[0], f"the file it failed on, {part}, is rank {r}'s"))
@@ -120,7 +132,7 @@ def _named_after(job: JobModel, reader: int, gave_up: list[Event], paths: list[s
 
 def _killed_writing(job: JobModel, reader: int, gave_up: list[Event], paths: list[str]) -> Owner | bool | None:
     """The rank that died by a signal (not the launcher's SIGTERM) with a save or write as its last line."""
-    if not any(BROKEN_READ.search(e.text) or MISSING_FILE.search(e.text) or MALFORMED.search(e.text) for e in gave_up):
+    if not any(read_failure(e.text) for e in gave_up):
         return None
     cands: dict[int, Owner] = {}
     for ev in job.by_kind("elastic_failed", "elastic_cfe"):
@@ -157,6 +169,7 @@ def _wrote_it(job: JobModel, reader: int, gave_up: list[Event], paths: list[str]
 def _role_of(job: JobModel, reader: int, gave_up: list[Event], paths: list[str]) -> Owner | bool | None:
     """The rank the job's config gives the role the reader's failing code is named for."""
     words = _context_words(job, reader, gave_up, paths)
+    stems = {_stem(w) for w in words}
     cands: dict[int, Owner] = {}
     for ev in job.by_kind("job_role"):
         for m in _ROLE.finditer(ev.text):
@@ -166,7 +179,6 @@ def _role_of(job: JobModel, reader: int, gave_up: list[Event], paths: list[str])
                 continue
             # (a role of several words, "heldout_prep_rank", is named by any of its words of three letters or more; a
             # role's noun by the verb the reader's code or file says: the "miner" rank's "mined/epoch-002.pt")
-            stems = {_stem(w) for w in words}
             if any(w in words or any(a in words for a in _ALIASES.get(w, ())) or _stem(w) in stems
                    for w in parts if len(w) >= 3):
                 cands.setdefault(rank, Owner(rank, ev, f"the job's config makes it the {role} rank "
@@ -178,7 +190,7 @@ def _context_words(job: JobModel, reader: int, gave_up: list[Event], paths: list
     """The words of what the reader was doing when it failed: its traceback's own function names, the file (and its
     folder) and store keys its error names (``read_cache``, ``ema/epoch-001.pt``, ``final/checkpoint``), split at
     ``_ / . -``."""
-    names: list[str] = ["/".join(p.rstrip("/").split("/")[-2:]) for p in paths]  # (not /data/ or /scratch/ above)
+    names: list[str] = [_last_two(p) for p in paths]  # (not /data/ or /scratch/ above)
     names += [str(e.get("key") or "") for e in gave_up]
     # (what torch.save wrote and torch.load failed on, with no name in the error: most often a checkpoint)
     names += ["checkpoint" for e in gave_up[:1] if _TORCH_ARCHIVE.search(e.text)]
@@ -192,7 +204,7 @@ def _context_words(job: JobModel, reader: int, gave_up: list[Event], paths: list
     top = i - len(frames) - 1 if i is not None else -1
     said = evs[top - 1] if top >= 1 and evs[top].kind == "traceback_start" else None
     if said is not None and said.kind == "artifact_read" and said.file == evs[top].file:
-        names.append("/".join(str(said.get("path") or "").rstrip("/").split("/")[-2:]))
+        names.append(_last_two(str(said.get("path") or "")))
     return {w.lower() for n in names for w in re.split(r"[_/.\-\s]+", n) if len(w) >= 2}
 
 
@@ -206,4 +218,9 @@ def _stem(word: str) -> str:
 def _tail(path: str) -> str:
     """A path's last two parts, numbers masked (``ema/epoch-001.pt``: ``ema/epoch-#.pt``): the same file, or the
     next of its series (epoch 1's after epoch 0's), however each rank spelled its root."""
-    return re.sub(r"\d+", "#", "/".join(path.rstrip("/").split("/")[-2:]))
+    return re.sub(r"\d+", "#", _last_two(path))
+
+
+def _last_two(path: str) -> str:
+    """A path's last two parts (``ema/epoch-001.pt``): what names a file, whatever root each rank spelled."""
+    return "/".join(path.rstrip("/").split("/")[-2:])

@@ -30,7 +30,7 @@ import re
 
 from ..events import Event
 from ..model import JobModel
-from .artifact import BROKEN_READ, MALFORMED, MISSING_FILE, Owner, artifact_owner, holder_named
+from .artifact import Owner, artifact_owner, holder_named, read_failure
 from .causes import _PEER_GONE
 from .facts import global_rank, known_by, rank_host, record_text
 from .failure_record import Failure
@@ -64,8 +64,7 @@ def lock_holder_failures(job: JobModel, out: list[Failure]) -> list[Failure]:
     errors = [e for e in (wait.events if wait is not None else [gave_up]) if e.kind in _ERRORS][:4] or [gave_up]
     owner = holder_named(job, waiter, errors) if LOCK_WAIT.search(gave_up.text) else None
     # (a garbled read alone is no wait: only a tie to what it read names another rank, never a warning before it)
-    garbled = bool(MALFORMED.search(gave_up.text)) and not (
-        LOCK_WAIT.search(gave_up.text) or BROKEN_READ.search(gave_up.text) or MISSING_FILE.search(gave_up.text))
+    garbled = read_failure(gave_up.text) == "garbled" and not LOCK_WAIT.search(gave_up.text)
     said = _failed_before(job, waiter, gave_up) if owner is None and not garbled else {}
     if len(said) > 1:
         return out
@@ -96,8 +95,7 @@ def lock_holder_failures(job: JobModel, out: list[Failure]) -> list[Failure]:
 def _gave_up(e: Event) -> bool:
     """Whether a failure's event is a rank giving up on what another provides: a lock, or a file cut short or
     missing (a rank's own exception, not a log line that mentions one)."""
-    return bool(LOCK_WAIT.search(e.text)) or (e.kind in _ERRORS and bool(
-        BROKEN_READ.search(e.text) or MISSING_FILE.search(e.text) or MALFORMED.search(e.text)))
+    return bool(LOCK_WAIT.search(e.text)) or (e.kind in _ERRORS and read_failure(e.text) is not None)
 
 
 def _failed_before(job: JobModel, waiter: int, gave_up: Event) -> dict[int, Event]:

@@ -93,14 +93,14 @@ def fail_ranks(job: JobModel, ev: Event) -> list[int | None]:
             return [said]  # (a kernel's, a timer's or a shell's report of a pid only the rank's own line names)
         if ev.kind == "elastic_failed" and (ev.file, int_in(ev.get("pid"))) in _table_ranks(job):
             return [_table_ranks(job)[(ev.file, int_in(ev.get("pid")))]]
-        if ev.kind == "elastic_failed" and int_in(ev.get("local_rank")) is not None \
-                and (base := _agent_base(job, ev.file)) is not None:
-            return [base + int_in(ev.get("local_rank"))]  # the node's echoed torchrun command places its workers
-        if ev.kind == "elastic_failed" and int_in(ev.get("local_rank")) is not None and _one_agent_for_all(job):
-            return [int_in(ev.get("local_rank"))]  # one agent ran every rank: its local ranks are the ranks
-        if ev.kind == "elastic_failed" and int_in(ev.get("local_rank")) is not None \
-                and (base := _worker_base(job, ev.file)) is not None:
-            return [base + int_in(ev.get("local_rank"))]  # a worker of its node said its rank and local rank
+        local = int_in(ev.get("local_rank")) if ev.kind == "elastic_failed" else None
+        if local is not None:
+            if (base := _agent_base(job, ev.file)) is not None:
+                return [base + local]  # the node's echoed torchrun command places its workers
+            if _one_agent_for_all(job):
+                return [local]  # one agent ran every rank: its local ranks are the ranks
+            if (base := _worker_base(job, ev.file)) is not None:
+                return [base + local]  # a worker of its node said its rank and local rank
         if ev.kind in ("elastic_failed", "elastic_cfe") and global_rank(job, ev) is None:
             lone = _lone_unseen_rank(job, ev.get("host") or host_of(job, ev) or node_name(job, ev.file))
             if lone is not None:
@@ -135,10 +135,19 @@ def _worker_base(job: JobModel, file: str) -> int | None:
     rank and local rank ("rank=0 local_rank=0 group_rank=0 world_size=4") in that console (its ``.out`` beside the
     agent's ``.err``): torchrun numbers a node's workers in a row, so rank - local rank is the node's first; None when
     they disagree (consoles joined) or none says."""
-    stem = _console(file)
-    bases = {r - local for e in job.by_kind("rank_world") if _console(e.file) == stem
-             and (r := int_in(e.get("rank"))) is not None and (local := int_in(e.get("own_local"))) is not None}
+    bases = _worker_bases(job).get(_console(file), set())
     return next(iter(bases)) if len(bases) == 1 and min(bases) >= 0 else None
+
+
+@_per_job
+def _worker_bases(job: JobModel) -> dict[str, set[int]]:
+    """console -> rank - local rank of each worker start-up line in it that gives both (one pass per job: asked once
+    per agent's failure line)."""
+    out: dict[str, set[int]] = defaultdict(set)
+    for e in job.by_kind("rank_world"):
+        if (r := int_in(e.get("rank"))) is not None and (local := int_in(e.get("own_local"))) is not None:
+            out[_console(e.file)].add(r - local)
+    return out
 
 
 def _console(path: str) -> str:

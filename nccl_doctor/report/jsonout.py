@@ -2,7 +2,7 @@
 
 Version 3 (from 2): ``ranks[].status`` may be ``echo``: the rank ended in an error that is what it
 saw of another's failure (version 2 called such a rank ``ok``), and ``timed_out`` also covers a
-rank that gave up waiting at the store, a barrier or a lock. Nothing else changed: a version-2
+rank that gave up waiting at the store or a barrier. Nothing else changed: a version-2
 report is read as it was.
 
 Version 2 (from 1): ``verdict`` has ``headline`` (one line: who, what, what followed, the rules)
